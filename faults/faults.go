@@ -1,0 +1,180 @@
+// Package faults is a registry of deliberately broken attention
+// implementations: the negative controls. Each is the reference
+// (attention.Reference) with one stage replaced by a small function holding
+// one bug of the kind the design notes warn about. Every fault must be caught
+// by at least one check of package checks; the lab reports which.
+//
+// Some faults keep forward and backward consistent with each other (a wrong
+// mask used in both, a wrong head mapping used in both). Finite differences
+// cannot see those: they prove that the backward is the derivative of the
+// forward as written, not that the forward computes the right thing. Only a
+// semantic check catches them, and the registry marks them FDBlind so that
+// tests can assert exactly that.
+package faults
+
+import (
+	"math"
+
+	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/checks"
+)
+
+// Fault is one named bug.
+type Fault struct {
+	Name    string
+	Breaks  string // what is wrong, one line
+	FDBlind bool   // forward and backward stay consistent: finite differences pass
+	Impl    checks.Impl
+}
+
+// All returns every fault in the registry.
+func All() []Fault {
+	return []Fault{
+		{Name: "softmax-no-rowsum", Impl: with(func(s *st) { s.GradS = gradSWithoutRowSum }),
+			Breaks: "softmax backward uses dS = P ⊙ dP, dropping − rowsum(P ⊙ dP)"},
+		{Name: "mask-dropped", FDBlind: true, Impl: with(func(s *st) { s.Visible = everythingVisible }),
+			Breaks: "no mask in forward or backward: every query reads every key, the future included"},
+		{Name: "tril-chunk", FDBlind: true, Impl: with(func(s *st) { s.Visible = trilVisible }),
+			Breaks: "causal mask built as tril(ones(M, N)): a chunk after a cache loses most of its history"},
+		{Name: "dq-no-scale", Impl: with(func(s *st) { s.GradQ = gradQWithoutScale }),
+			Breaks: "dQ = dS K, the 1/√D factor forgotten"},
+		{Name: "dv-uses-p", Impl: with(func(s *st) { s.GradV = gradVWithP }),
+			Breaks: "dV computed with P instead of Pᵀ"},
+		{Name: "gqa-mod-mapping", FDBlind: true, Impl: with(func(s *st) { s.KVHead = kvHeadModulo }),
+			Breaks: "query head h reads KV head h % Hkv instead of h / (Hq/Hkv)"},
+		{Name: "dkdv-overwrite", Impl: with(func(s *st) { s.GradK, s.GradV = gradKAssign, gradVAssign }),
+			Breaks: "dK, dV of a shared KV head overwritten by each query head of the group instead of accumulated"},
+		{Name: "padding-keys-visible", FDBlind: true, Impl: with(func(s *st) { s.Visible = padKeysVisible }),
+			Breaks: "padding keys left visible (k_valid ignored)"},
+		{Name: "segments-ignored", FDBlind: true, Impl: with(func(s *st) { s.Visible = segmentsIgnored }),
+			Breaks: "packed documents attend to each other (segment ids ignored)"},
+		{Name: "window-off-by-one", FDBlind: true, Impl: with(func(s *st) { s.Visible = windowOffByOne }),
+			Breaks: "sliding window keeps keys with qpos − kpos <= window: one key too many"},
+		{Name: "causal-strict", FDBlind: true, Impl: with(func(s *st) { s.Visible = causalStrict }),
+			Breaks: "causal mask kpos < qpos: a token cannot see itself, and the first token sees nothing"},
+		{Name: "softmax-no-max", FDBlind: true, Impl: with(func(s *st) { s.Softmax = softmaxWithoutMax }),
+			Breaks: "softmax exponentiates raw scores without subtracting the row maximum: overflow on large scores"},
+		{Name: "lse-without-max", FDBlind: true, Impl: with(func(s *st) { s.Softmax = softmaxLSEWithoutMax }),
+			Breaks: "saved log-sum-exp forgets the row maximum (log Σ exp(S − max)); a fused backward would recompute a wrong P"},
+		{Name: "grads-assigned", FDBlind: true, Impl: with(func(s *st) { s.GradQ = gradQAssign }),
+			Breaks: "dQ written with = instead of +=: a caller's accumulated gradient is lost"},
+	}
+}
+
+type st = attention.Stages[float64]
+
+// with returns the reference attention with the changes of edit applied.
+func with(edit func(*st)) checks.Impl {
+	s := attention.Reference[float64]()
+	edit(&s)
+	return s.Run
+}
+
+func gradSWithoutRowSum(ds, p, dp []float64, m, n int) {
+	for x := range m * n {
+		ds[x] = p[x] * dp[x] // the − rowsum(P ⊙ dP) term is missing
+	}
+}
+
+func everythingVisible(c *attention.Config, b, i, j int) bool { return true }
+
+func trilVisible(c *attention.Config, b, i, j int) bool {
+	d := *c
+	d.Convention = attention.TopLeft // j <= i, whatever the cache holds
+	return d.Visible(b, i, j)
+}
+
+func gradQWithoutScale(dq, ds, k []float64, m, n, d int, scale float64) {
+	attention.GradQ(dq, ds, k, m, n, d, 1)
+}
+
+func gradVWithP(dv, p, do []float64, m, n, dvd int) {
+	// dV[j] += Σᵢ P[j,i] dO[i]: P read as if it were Pᵀ (only the square part exists)
+	for j := range min(m, n) {
+		for i := range min(m, n) {
+			for x := range dvd {
+				dv[j*dvd+x] += p[j*n+i] * do[i*dvd+x]
+			}
+		}
+	}
+}
+
+func kvHeadModulo(h, hq, hkv int) int { return h % hkv }
+
+func gradKAssign(dk, ds, q []float64, m, n, d int, scale float64) {
+	clear(dk[:n*d])
+	attention.GradK(dk, ds, q, m, n, d, scale)
+}
+
+func gradVAssign(dv, p, do []float64, m, n, dvd int) {
+	clear(dv[:n*dvd])
+	attention.GradV(dv, p, do, m, n, dvd)
+}
+
+func padKeysVisible(c *attention.Config, b, i, j int) bool {
+	d := *c
+	d.KValid = nil
+	return d.Visible(b, i, j)
+}
+
+func segmentsIgnored(c *attention.Config, b, i, j int) bool {
+	d := *c
+	d.QSeg, d.KSeg = nil, nil
+	return d.Visible(b, i, j)
+}
+
+func windowOffByOne(c *attention.Config, b, i, j int) bool {
+	d := *c
+	if d.Window > 0 {
+		d.Window++
+	}
+	return d.Visible(b, i, j)
+}
+
+func causalStrict(c *attention.Config, b, i, j int) bool {
+	if c.Causal && c.Convention == attention.Positions && c.KeyPos(b, j) == c.QueryPos(b, i) {
+		return false
+	}
+	return c.Visible(b, i, j)
+}
+
+func softmaxWithoutMax(p, lse, s []float64, vis []bool, m, n int) {
+	for i := range m {
+		var sum float64
+		for j := range n {
+			p[i*n+j] = 0
+			if vis[i*n+j] {
+				p[i*n+j] = math.Exp(s[i*n+j]) // no max subtracted
+				sum += p[i*n+j]
+			}
+		}
+		if sum == 0 { // a padding query: nothing visible
+			lse[i] = math.Inf(1)
+			continue
+		}
+		for j := range n {
+			p[i*n+j] /= sum
+		}
+		lse[i] = math.Log(sum)
+	}
+}
+
+func softmaxLSEWithoutMax(p, lse, s []float64, vis []bool, m, n int) {
+	attention.Softmax(p, lse, s, vis, m, n)
+	for i := range m {
+		mx := math.Inf(-1)
+		for j := range n {
+			if vis[i*n+j] {
+				mx = max(mx, s[i*n+j])
+			}
+		}
+		if !math.IsInf(mx, -1) {
+			lse[i] -= mx // saved as log Σ exp(S − max)
+		}
+	}
+}
+
+func gradQAssign(dq, ds, k []float64, m, n, d int, scale float64) {
+	clear(dq[:m*d])
+	attention.GradQ(dq, ds, k, m, n, d, scale)
+}
