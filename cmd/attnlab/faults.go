@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/faults"
+	"github.com/attnlab/attnlab/lab"
+)
+
+var faultsCmd = register(&command{
+	name:  "faults",
+	usage: "[-json]",
+	short: "the negative-control table: each fault and the checks that catch it",
+	long: `Faults runs every check on every deliberately broken implementation of the
+registry and prints the matrix: which check catches which fault. A fault that
+no check catches makes the command exit 1.
+
+Example: attnlab faults`,
+})
+
+var faultsJSON = faultsCmd.flags.Bool("json", false, "print the table as JSON")
+
+func init() { faultsCmd.run = runFaults }
+
+func runFaults(ctx context.Context, args []string, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	r := &lab.Report{Faults: lab.RunFaults(faults.All(), checks.All())}
+	if *faultsJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r.Faults); err != nil {
+			return err
+		}
+	} else if err := r.WriteFaultTable(stdout); err != nil {
+		return err
+	}
+	for _, f := range r.Faults {
+		if !f.Caught() {
+			return errFailed
+		}
+	}
+	return nil
+}

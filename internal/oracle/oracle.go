@@ -1,0 +1,225 @@
+// Package oracle runs attnlab's reference implementations on tensors read
+// from a safetensors file and returns outputs and gradients as a safetensors
+// file: the interface by which other implementations (PyTorch, a kernel in
+// another language) are compared with attnlab, and attnlab with them.
+package oracle
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/safetensors"
+)
+
+// Ops lists the operations Run knows.
+var Ops = []string{"attention"}
+
+// Run runs op on the tensors of in, in the given dtype ("float64" or
+// "float32"; "" means float64). Every problem with the input is an error
+// naming the tensor or metadata key.
+func Run(op string, in *safetensors.File, dtype string) (*safetensors.File, error) {
+	if dtype == "" {
+		dtype = "float64"
+	}
+	if dtype != "float64" && dtype != "float32" {
+		return nil, fmt.Errorf("unknown dtype %q (want float64 or float32)", dtype)
+	}
+	switch op {
+	case "attention":
+		return runAttention(in, dtype)
+	}
+	return nil, fmt.Errorf("unknown op %q (known: %s)", op, strings.Join(Ops, ", "))
+}
+
+// AttentionInputs reads the attention configuration and tensors from in.
+func AttentionInputs(in *safetensors.File) (c *attention.Config, q, k, v, do []float64, err error) {
+	q, qs, err := tensor4(in, "q")
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	k, ks, err := tensor4(in, "k")
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	v, vs, err := tensor4(in, "v")
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	c = &attention.Config{B: qs[0], Hq: qs[1], M: qs[2], D: qs[3], Hkv: ks[1], N: ks[2], Dv: vs[3]}
+	switch {
+	case ks[0] != c.B || ks[3] != c.D:
+		return nil, nil, nil, nil, nil, fmt.Errorf("tensor \"k\": shape %v, want [%d Hkv N %d] to match q %v", ks, c.B, c.D, qs)
+	case vs[0] != c.B || vs[1] != c.Hkv || vs[2] != c.N:
+		return nil, nil, nil, nil, nil, fmt.Errorf("tensor \"v\": shape %v, want [%d %d %d Dv] to match k %v", vs, c.B, c.Hkv, c.N, ks)
+	case c.Hq%c.Hkv != 0:
+		return nil, nil, nil, nil, nil, fmt.Errorf("tensor \"k\": %d heads do not divide the %d heads of q", c.Hkv, c.Hq)
+	}
+	if in.Has("do") {
+		var ds []int
+		do, ds, err = tensor4(in, "do")
+		if err != nil {
+			return nil, nil, nil, nil, nil, err
+		}
+		if want := []int{c.B, c.Hq, c.M, c.Dv}; !slices.Equal(ds, want) {
+			return nil, nil, nil, nil, nil, fmt.Errorf("tensor \"do\": shape %v, want %v (the shape of o)", ds, want)
+		}
+	}
+	for _, s := range []struct {
+		name string
+		rows int
+		ints *[]int
+		bits *[]bool
+	}{
+		{"q_pos", c.M, &c.QPos, nil}, {"k_pos", c.N, &c.KPos, nil},
+		{"q_valid", c.M, nil, &c.QValid}, {"k_valid", c.N, nil, &c.KValid},
+		{"q_seg", c.M, &c.QSeg, nil}, {"k_seg", c.N, &c.KSeg, nil},
+	} {
+		if !in.Has(s.name) {
+			continue
+		}
+		x, shape, err := in.Int64(s.name)
+		if err != nil {
+			return nil, nil, nil, nil, nil, err
+		}
+		if want := []int{c.B, s.rows}; !slices.Equal(shape, want) {
+			return nil, nil, nil, nil, nil, fmt.Errorf("tensor %q: shape %v, want %v", s.name, shape, want)
+		}
+		if s.ints != nil {
+			*s.ints = make([]int, len(x))
+			for i, e := range x {
+				(*s.ints)[i] = int(e)
+			}
+		} else {
+			*s.bits = make([]bool, len(x))
+			for i, e := range x {
+				if e != 0 && e != 1 {
+					return nil, nil, nil, nil, nil, fmt.Errorf("tensor %q: element %d is %d, want 0 or 1", s.name, i, e)
+				}
+				(*s.bits)[i] = e == 1
+			}
+		}
+	}
+	if err := readMeta(in.Metadata, c); err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	return c, q, k, v, do, nil
+}
+
+func readMeta(meta map[string]string, c *attention.Config) error {
+	keys := make([]string, 0, len(meta))
+	for key := range meta {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		val := meta[key]
+		var err error
+		switch key {
+		case "causal":
+			c.Causal, err = strconv.ParseBool(val)
+		case "window":
+			c.Window, err = strconv.Atoi(val)
+		case "scale":
+			c.Scale, err = strconv.ParseFloat(val, 64)
+			if err == nil && (c.Scale == 0 || math.IsNaN(c.Scale) || math.IsInf(c.Scale, 0)) {
+				err = fmt.Errorf("want a finite non-zero number")
+			}
+		case "convention":
+			c.Convention, err = attention.ParseConvention(val)
+		default:
+			if !strings.HasPrefix(key, "x-") {
+				return fmt.Errorf("metadata %q: unknown key (known: causal, window, scale, convention; x-* is free)", key)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("metadata %q = %q: %v", key, val, err)
+		}
+	}
+	return nil
+}
+
+func runAttention(in *safetensors.File, dtype string) (*safetensors.File, error) {
+	c, q, k, v, do, err := AttentionInputs(in)
+	if err != nil {
+		return nil, err
+	}
+	out := safetensors.New()
+	oShape := []int{c.B, c.Hq, c.M, c.Dv}
+	lseShape := []int{c.B, c.Hq, c.M}
+	if dtype == "float32" {
+		o, lse, dq, dk, dv, err := attend(c, f32(q), f32(k), f32(v), f32(do))
+		if err != nil {
+			return nil, err
+		}
+		out.SetF32("o", oShape, o)
+		out.SetF32("lse", lseShape, lse)
+		if do != nil {
+			out.SetF32("dq", []int{c.B, c.Hq, c.M, c.D}, dq)
+			out.SetF32("dk", []int{c.B, c.Hkv, c.N, c.D}, dk)
+			out.SetF32("dv", []int{c.B, c.Hkv, c.N, c.Dv}, dv)
+		}
+	} else {
+		o, lse, dq, dk, dv, err := attend(c, q, k, v, do)
+		if err != nil {
+			return nil, err
+		}
+		out.SetF64("o", oShape, o)
+		out.SetF64("lse", lseShape, lse)
+		if do != nil {
+			out.SetF64("dq", []int{c.B, c.Hq, c.M, c.D}, dq)
+			out.SetF64("dk", []int{c.B, c.Hkv, c.N, c.D}, dk)
+			out.SetF64("dv", []int{c.B, c.Hkv, c.N, c.Dv}, dv)
+		}
+	}
+	out.Metadata = map[string]string{"op": "attention", "dtype": dtype, "convention": c.Convention.String()}
+	return out, nil
+}
+
+// attend runs the reference attention forward and, when do is given, backward.
+func attend[T attention.Float](c *attention.Config, q, k, v, do []T) (o, lse, dq, dk, dv []T, err error) {
+	o = make([]T, c.B*c.Hq*c.M*c.Dv)
+	lse = make([]T, c.B*c.Hq*c.M)
+	if do != nil {
+		dq, dk, dv = make([]T, len(q)), make([]T, len(k)), make([]T, len(v))
+	}
+	err = attention.Reference[T]().Run(o, lse, dq, dk, dv, q, k, v, do, c)
+	return o, lse, dq, dk, dv, err
+}
+
+func tensor4(in *safetensors.File, name string) ([]float64, []int, error) {
+	if !in.Has(name) {
+		return nil, nil, fmt.Errorf("tensor %q: missing", name)
+	}
+	x, shape, err := in.Float64(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(shape) != 4 {
+		return nil, nil, fmt.Errorf("tensor %q: shape %v has %d dimensions, want 4 [B H T D]", name, shape, len(shape))
+	}
+	for _, d := range shape {
+		if d < 1 {
+			return nil, nil, fmt.Errorf("tensor %q: shape %v has an empty dimension", name, shape)
+		}
+	}
+	return x, shape, nil
+}
+
+func f32(x []float64) []float32 {
+	if x == nil {
+		return nil
+	}
+	y := make([]float32, len(x))
+	for i, e := range x {
+		y[i] = float32(e)
+	}
+	return y
+}
