@@ -19,9 +19,9 @@ const (
 	identical = 1e-12
 )
 
-// All returns every check, finite-difference checks first.
-func All() []Check {
-	return []Check{
+// All returns every check of attention, finite-difference checks first.
+func All() []Check[Impl] {
+	return []Check[Impl]{
 		{Name: "fd-elements", Kind: Gradient, Run: fdElements,
 			Claim: "dQ, dK, dV equal central differences of L = Σ O ⊙ G, every element (MQA cache chunk; GQA with padding, segments, window)",
 			Limit: "agreement with the forward as written: a forward that reads the wrong keys has a matching, equally wrong backward"},
@@ -70,14 +70,14 @@ func All() []Check {
 	}
 }
 
-// ByName returns the check called name.
-func ByName(name string) (Check, bool) {
+// ByName returns the check of attention called name.
+func ByName(name string) (Check[Impl], bool) {
 	for _, c := range All() {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return Check{}, false
+	return Check[Impl]{}, false
 }
 
 // lossAndGrads returns L = Σ O ⊙ G as a function of t's tensors (read at call

@@ -31,13 +31,14 @@ const (
 	Contract Kind = "contract"
 )
 
-// A Check tests one property of an attention implementation.
-type Check struct {
+// A Check tests one property of an implementation of type I (an Impl for
+// attention; a pair of forward and backward functions for the other ops).
+type Check[I any] struct {
 	Name  string
 	Kind  Kind
 	Claim string // the equation or invariant tested, in one line
 	Limit string // what a pass cannot prove
-	Run   func(Impl) Result
+	Run   func(I) Result
 }
 
 // Result is the outcome of one check on one implementation.

@@ -15,22 +15,22 @@ import (
 // themselves must catch it.
 func TestEveryFaultIsCaught(t *testing.T) {
 	all := checks.All()
-	for _, f := range faults.All() {
+	for _, f := range faults.Attention() {
 		t.Run(f.Name, func(t *testing.T) {
 			var caught, fdCaught []string
 			for _, c := range all {
 				r := c.Run(f.Impl)
 				if !r.Pass {
 					caught = append(caught, c.Name)
+					// A finite-difference check that failed because the
+					// forward returned an error (a row left with no key) is
+					// a catch, but not one made by comparing derivatives.
 					if c.Kind == checks.Gradient && !r.Errored {
 						fdCaught = append(fdCaught, c.Name)
 					}
 				}
 			}
 			t.Logf("caught by %v", caught)
-			// A finite-difference check that failed because the forward
-			// returned an error (a row left with no key) is a catch, but not
-			// one made by comparing derivatives.
 			if len(caught) == 0 {
 				t.Fatalf("fault %s (%s) escaped every check", f.Name, f.Breaks)
 			}
@@ -47,8 +47,8 @@ func TestEveryFaultIsCaught(t *testing.T) {
 // TestMaskDroppedIsCaughtOnlySemantically pins the lab's central lesson: a
 // mask removed from forward and backward alike passes finite differences.
 func TestMaskDroppedIsCaughtOnlySemantically(t *testing.T) {
-	i := slices.IndexFunc(faults.All(), func(f faults.Fault) bool { return f.Name == "mask-dropped" })
-	f := faults.All()[i]
+	i := slices.IndexFunc(faults.Attention(), func(f faults.Fault[checks.Impl]) bool { return f.Name == "mask-dropped" })
+	f := faults.Attention()[i]
 	for _, name := range []string{"fd-elements", "fd-directions"} {
 		c, _ := checks.ByName(name)
 		if r := c.Run(f.Impl); !r.Pass {

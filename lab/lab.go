@@ -1,13 +1,15 @@
-// Package lab runs the attnlab laboratory: every check on the reference
-// attention (which must pass), every check on every registered fault (each
-// must be caught by at least one), and the finite-difference ε sweep. It
-// returns a Report; printing and files are the caller's business, except the
-// sweep plot, written when Options.PlotPath is set.
+// Package lab runs the attnlab laboratory. For every operation it runs each
+// check on the correct implementation (all must pass) and on every
+// registered fault (each fault must be caught by at least one check), and it
+// sweeps the finite-difference step ε. It returns a Report; printing is the
+// caller's business, except the sweep plot, written when Options.PlotPath is
+// set.
 package lab
 
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,10 +22,11 @@ import (
 
 // Options configures a lab run.
 type Options struct {
-	PlotPath string // where to write the ε-sweep PNG; "" writes none
+	PlotPath string   // where to write the ε-sweep PNG; "" writes none
+	Ops      []string // run only these operations; nil runs all
 }
 
-// CheckOutcome is one check run on the reference implementation.
+// CheckOutcome is one check run on the correct implementation.
 type CheckOutcome struct {
 	checks.Result
 	Kind  checks.Kind `json:"kind"`
@@ -31,7 +34,7 @@ type CheckOutcome struct {
 	Limit string      `json:"limit"`
 }
 
-// FaultOutcome is one fault run through every check.
+// FaultOutcome is one fault run through every check of its operation.
 type FaultOutcome struct {
 	Name     string              `json:"name"`
 	Breaks   string              `json:"breaks"`
@@ -44,30 +47,111 @@ type FaultOutcome struct {
 // Caught reports whether at least one check failed on the fault.
 func (f FaultOutcome) Caught() bool { return len(f.CaughtBy) > 0 }
 
-// Report is the outcome of a lab run.
-type Report struct {
-	Impl    string         `json:"implementation"`
-	Checks  []CheckOutcome `json:"checks"`
-	Faults  []FaultOutcome `json:"faults"`
-	Sweep   checks.Sweep   `json:"eps_sweep"`
-	Plot    string         `json:"plot,omitempty"`
-	Seconds float64        `json:"seconds"`
+// OpReport is the outcome for one operation.
+type OpReport struct {
+	Op     string         `json:"op"`
+	Impl   string         `json:"implementation"`
+	Checks []CheckOutcome `json:"checks"`
+	Faults []FaultOutcome `json:"faults"`
 }
 
-// OK reports whether every check passed on the reference and every fault was
-// caught.
+// Report is the outcome of a lab run.
+type Report struct {
+	Ops     []OpReport   `json:"ops"`
+	Sweep   checks.Sweep `json:"eps_sweep"`
+	Plot    string       `json:"plot,omitempty"`
+	Seconds float64      `json:"seconds"`
+}
+
+// OK reports whether every check passed on every correct implementation and
+// every fault was caught.
 func (r *Report) OK() bool {
-	for _, c := range r.Checks {
-		if !c.Pass {
-			return false
+	for _, op := range r.Ops {
+		for _, c := range op.Checks {
+			if !c.Pass {
+				return false
+			}
 		}
-	}
-	for _, f := range r.Faults {
-		if !f.Caught() {
-			return false
+		for _, f := range op.Faults {
+			if !f.Caught() {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// Suite is one operation's correct implementation, checks and faults.
+type Suite[I any] struct {
+	Op        string
+	Impl      string // what the correct implementation is
+	Reference I
+	Checks    []checks.Check[I]
+	Faults    []faults.Fault[I]
+}
+
+// Runner is a Suite of any implementation type.
+type Runner interface {
+	Name() string
+	Run() OpReport
+	RunFaults() []FaultOutcome
+}
+
+// Name returns the operation's name.
+func (s Suite[I]) Name() string { return s.Op }
+
+// Run runs every check on the reference and on every fault.
+func (s Suite[I]) Run() OpReport {
+	r := OpReport{Op: s.Op, Impl: s.Impl}
+	for _, c := range s.Checks {
+		res := c.Run(s.Reference)
+		res.Check = c.Name
+		r.Checks = append(r.Checks, CheckOutcome{Result: res, Kind: c.Kind, Claim: c.Claim, Limit: c.Limit})
+	}
+	r.Faults = s.RunFaults()
+	return r
+}
+
+// RunFaults runs every check on every fault, spread over the CPUs.
+func (s Suite[I]) RunFaults() []FaultOutcome {
+	out := make([]FaultOutcome, len(s.Faults))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for x := range work {
+				out[x] = runFault(s.Faults[x], s.Checks)
+			}
+		})
+	}
+	for x := range s.Faults {
+		work <- x
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+func runFault[I any](f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
+	fo := FaultOutcome{Name: f.Name, Breaks: f.Breaks, FDBlind: f.FDBlind, Kinds: map[checks.Kind]int{}}
+	for _, c := range all {
+		res := c.Run(f.Impl)
+		res.Check = c.Name
+		fo.Results = append(fo.Results, res)
+		if !res.Pass {
+			fo.CaughtBy = append(fo.CaughtBy, c.Name)
+			fo.Kinds[c.Kind]++
+		}
+	}
+	return fo
+}
+
+// Suites returns every operation's suite, in the order the lab runs them.
+func Suites() []Runner {
+	return []Runner{
+		Suite[checks.Impl]{Op: "attention", Impl: "reference attention, float64",
+			Reference: attention.Reference[float64]().Run, Checks: checks.All(), Faults: faults.Attention()},
+	}
 }
 
 // SweepSteps are the steps of the ε sweep: 1e-1 down to 1e-12, two per decade.
@@ -76,16 +160,14 @@ var SweepSteps = gradcheck.Decades(1e-1, 1e-12, 2)
 // Run runs the lab.
 func Run(opt Options) (*Report, error) {
 	start := time.Now()
-	ref := attention.Reference[float64]().Run
-	all := checks.All()
-	r := &Report{Impl: "reference attention, float64"}
-	for _, c := range all {
-		res := c.Run(ref)
-		res.Check = c.Name
-		r.Checks = append(r.Checks, CheckOutcome{Result: res, Kind: c.Kind, Claim: c.Claim, Limit: c.Limit})
+	r := &Report{}
+	for _, s := range Suites() {
+		if opt.Ops != nil && !slices.Contains(opt.Ops, s.Name()) {
+			continue
+		}
+		r.Ops = append(r.Ops, s.Run())
 	}
-	r.Faults = RunFaults(faults.All(), all)
-	sweep, err := checks.EpsSweep(ref, SweepSteps)
+	sweep, err := checks.EpsSweep(attention.Reference[float64]().Run, SweepSteps)
 	if err != nil {
 		return nil, fmt.Errorf("lab: ε sweep: %w", err)
 	}
@@ -98,40 +180,6 @@ func Run(opt Options) (*Report, error) {
 	}
 	r.Seconds = time.Since(start).Seconds()
 	return r, nil
-}
-
-// RunFaults runs every check on every fault, spread over the CPUs.
-func RunFaults(fs []faults.Fault, all []checks.Check) []FaultOutcome {
-	out := make([]FaultOutcome, len(fs))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for x := range work {
-				out[x] = runFault(fs[x], all)
-			}
-		})
-	}
-	for x := range fs {
-		work <- x
-	}
-	close(work)
-	wg.Wait()
-	return out
-}
-
-func runFault(f faults.Fault, all []checks.Check) FaultOutcome {
-	fo := FaultOutcome{Name: f.Name, Breaks: f.Breaks, FDBlind: f.FDBlind, Kinds: map[checks.Kind]int{}}
-	for _, c := range all {
-		res := c.Run(f.Impl)
-		res.Check = c.Name
-		fo.Results = append(fo.Results, res)
-		if !res.Pass {
-			fo.CaughtBy = append(fo.CaughtBy, c.Name)
-			fo.Kinds[c.Kind]++
-		}
-	}
-	return fo
 }
 
 func plotSweep(path string, s checks.Sweep) error {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 
-	"github.com/attnlab/attnlab/checks"
-	"github.com/attnlab/attnlab/faults"
 	"github.com/attnlab/attnlab/lab"
 )
 
@@ -29,19 +27,24 @@ func runFaults(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	r := &lab.Report{Faults: lab.RunFaults(faults.All(), checks.All())}
+	var ops []lab.OpReport
+	for _, s := range lab.Suites() {
+		ops = append(ops, lab.OpReport{Op: s.Name(), Faults: s.RunFaults()})
+	}
 	if *faultsJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(r.Faults); err != nil {
+		if err := enc.Encode(ops); err != nil {
 			return err
 		}
-	} else if err := r.WriteFaultTable(stdout); err != nil {
+	} else if err := lab.WriteFaultTable(stdout, ops); err != nil {
 		return err
 	}
-	for _, f := range r.Faults {
-		if !f.Caught() {
-			return errFailed
+	for _, op := range ops {
+		for _, f := range op.Faults {
+			if !f.Caught() {
+				return errFailed
+			}
 		}
 	}
 	return nil

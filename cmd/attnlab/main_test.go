@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ func TestLabPassesAndWritesThePlot(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("lab exited %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"15/15 checks pass", "14/14 faults caught", "mask-dropped", "finite differences pass", "OK"} {
+	for _, want := range []string{"15/15 checks pass", "14/14 faults caught", "mask-dropped", "passes finite differences", "OK"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -91,5 +92,34 @@ func TestRefRejectsBadInputWithoutWriting(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("output written despite the error")
+	}
+}
+
+func TestLabJSON(t *testing.T) {
+	code, out, errOut := attnlab(t, "lab", "-json", "-plot", "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		OK  bool `json:"ok"`
+		Ops []struct {
+			Op     string `json:"op"`
+			Faults []struct {
+				CaughtBy []string `json:"caught_by"`
+			} `json:"faults"`
+		} `json:"ops"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("lab -json is not JSON: %v", err)
+	}
+	if !r.OK || len(r.Ops) == 0 || len(r.Ops[0].Faults) == 0 {
+		t.Errorf("lab -json: ok=%v, %d ops", r.OK, len(r.Ops))
+	}
+}
+
+func TestFaultsTable(t *testing.T) {
+	code, out, _ := attnlab(t, "faults")
+	if code != 0 || !strings.Contains(out, "mask-dropped") || !strings.Contains(out, "=== attention") {
+		t.Errorf("exit %d:\n%s", code, out)
 	}
 }

@@ -1,15 +1,3 @@
-// Package faults is a registry of deliberately broken attention
-// implementations: the negative controls. Each is the reference
-// (attention.Reference) with one stage replaced by a small function holding
-// one bug of the kind the design notes warn about. Every fault must be caught
-// by at least one check of package checks; the lab reports which.
-//
-// Some faults keep forward and backward consistent with each other (a wrong
-// mask used in both, a wrong head mapping used in both). Finite differences
-// cannot see those: they prove that the backward is the derivative of the
-// forward as written, not that the forward computes the right thing. Only a
-// semantic check catches them, and the registry marks them FDBlind so that
-// tests can assert exactly that.
 package faults
 
 import (
@@ -19,17 +7,10 @@ import (
 	"github.com/attnlab/attnlab/checks"
 )
 
-// Fault is one named bug.
-type Fault struct {
-	Name    string
-	Breaks  string // what is wrong, one line
-	FDBlind bool   // forward and backward stay consistent: finite differences pass
-	Impl    checks.Impl
-}
-
-// All returns every fault in the registry.
-func All() []Fault {
-	return []Fault{
+// Attention returns the faults of attention: the reference with one stage
+// replaced.
+func Attention() []Fault[checks.Impl] {
+	return []Fault[checks.Impl]{
 		{Name: "softmax-no-rowsum", Impl: with(func(s *st) { s.GradS = gradSWithoutRowSum }),
 			Breaks: "softmax backward uses dS = P ⊙ dP, dropping − rowsum(P ⊙ dP)"},
 		{Name: "mask-dropped", FDBlind: true, Impl: with(func(s *st) { s.Visible = everythingVisible }),
