@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/attnlab/attnlab/internal/oracle"
@@ -54,7 +53,7 @@ func runRef(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	out, err := oracle.Run(*refOp, in, *refDtype)
 	if err != nil {
-		return fmt.Errorf("%s: %w", *refIn, err)
+		return err
 	}
 	return safetensors.WriteFile(*refOut, out)
 }
