@@ -41,7 +41,7 @@ type FaultOutcome struct {
 	FDBlind  bool                `json:"fd_blind"` // the registry says finite differences cannot see it
 	CaughtBy []string            `json:"caught_by"`
 	Results  []checks.Result     `json:"results"`
-	Kinds    map[checks.Kind]int `json:"caught_by_kind"`
+	Kinds    map[checks.Kind]int `json:"caught_by_kind"` // catches by measurement, not by error, per kind
 }
 
 // Caught reports whether at least one check failed on the fault.
@@ -140,7 +140,9 @@ func runFault[I any](f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
 		fo.Results = append(fo.Results, res)
 		if !res.Pass {
 			fo.CaughtBy = append(fo.CaughtBy, c.Name)
-			fo.Kinds[c.Kind]++
+			if !res.Errored { // an error is a catch, but not one of this kind of evidence
+				fo.Kinds[c.Kind]++
+			}
 		}
 	}
 	return fo
@@ -151,6 +153,8 @@ func Suites() []Runner {
 	return []Runner{
 		Suite[checks.Impl]{Op: "attention", Impl: "reference attention, float64",
 			Reference: attention.Reference[float64]().Run, Checks: checks.All(), Faults: faults.Attention()},
+		Suite[checks.RMSNormImpl]{Op: "rmsnorm", Impl: "nn.RMSNorm, float64",
+			Reference: checks.RMSNormReference, Checks: checks.RMSNorm(), Faults: faults.RMSNorm()},
 	}
 }
 

@@ -3,6 +3,8 @@ package lab
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/attnlab/attnlab/checks"
 	"math"
 	"strings"
 	"testing"
@@ -57,5 +59,30 @@ func TestOKIsFalseWhenAFaultEscapes(t *testing.T) {
 	r = &Report{Ops: []OpReport{{Op: "x", Checks: []CheckOutcome{{}}}}}
 	if r.OK() {
 		t.Error("a failed check left the report OK")
+	}
+}
+
+// TestEveryFaultIsCaught asserts, for every operation, the two halves of
+// every check: the correct implementation passes (TestLab) and each fault is
+// caught. A fault the registry marks FDBlind keeps forward and backward
+// consistent, so no finite-difference check may catch it by measurement;
+// every other fault must be caught by finite differences.
+func TestEveryFaultIsCaught(t *testing.T) {
+	for _, s := range Suites() {
+		for _, f := range s.RunFaults() {
+			t.Run(s.Name()+"/"+f.Name, func(t *testing.T) {
+				t.Logf("caught by %v", f.CaughtBy)
+				if !f.Caught() {
+					t.Fatalf("%s escaped every check: %s", f.Name, f.Breaks)
+				}
+				fd := f.Kinds[checks.Gradient]
+				if f.FDBlind && fd > 0 {
+					t.Errorf("%s is registered as invisible to finite differences, yet they caught it", f.Name)
+				}
+				if !f.FDBlind && fd == 0 {
+					t.Errorf("%s breaks the backward, yet no finite-difference check caught it", f.Name)
+				}
+			})
+		}
 	}
 }

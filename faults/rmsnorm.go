@@ -1,0 +1,35 @@
+package faults
+
+import (
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/nn"
+)
+
+// RMSNorm returns the faults of RMSNorm: nn.RMSNorm with a broken backward.
+func RMSNorm() []Fault[checks.RMSNormImpl] {
+	ref := checks.RMSNormReference
+	with := func(b func(m nn.RMSNorm[float64], dx, dw, dy, x, w, rstd []float64, n int)) checks.RMSNormImpl {
+		return checks.RMSNormImpl{Forward: ref.Forward, Backward: b}
+	}
+	return []Fault[checks.RMSNormImpl]{
+		{Name: "rmsnorm-r-constant", Impl: with(rmsnormRConstant),
+			Breaks: "backward treats r as a constant: dx = g/r, the −x·mean(g⊙x)/r³ feedback dropped"},
+		{Name: "rmsnorm-dw-assigned", FDBlind: true, Impl: with(rmsnormDWAssigned),
+			Breaks: "dw written with = instead of +=: gradients accumulated over micro-batches are lost"},
+	}
+}
+
+func rmsnormRConstant(m nn.RMSNorm[float64], dx, dw, dy, x, w, rstd []float64, n int) {
+	D := m.D
+	for i := range n {
+		for j := range D {
+			dx[i*D+j] += dy[i*D+j] * w[j] * rstd[i] // g/r only
+			dw[j] += dy[i*D+j] * x[i*D+j] * rstd[i]
+		}
+	}
+}
+
+func rmsnormDWAssigned(m nn.RMSNorm[float64], dx, dw, dy, x, w, rstd []float64, n int) {
+	clear(dw)
+	m.Backward(dx, dw, dy, x, w, rstd, n)
+}
