@@ -1,6 +1,6 @@
 module github.com/attnlab/attnlab
 
-go 1.26
+go 1.26.0
 
 require gonum.org/v1/plot v0.17.0
 
@@ -12,5 +12,6 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )

@@ -3,11 +3,11 @@ package lab
 import (
 	"bytes"
 	"encoding/json"
-
-	"github.com/attnlab/attnlab/checks"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/checks"
 )
 
 // TestLab runs the whole lab (in parallel over faults, so -race sees the
