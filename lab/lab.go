@@ -155,6 +155,12 @@ func Suites() []Runner {
 			Reference: attention.Reference[float64]().Run, Checks: checks.All(), Faults: faults.Attention()},
 		Suite[checks.RMSNormImpl]{Op: "rmsnorm", Impl: "nn.RMSNorm, float64",
 			Reference: checks.RMSNormReference, Checks: checks.RMSNorm(), Faults: faults.RMSNorm()},
+		Suite[checks.RoPEImpl]{Op: "rope", Impl: "nn.RoPE, float64",
+			Reference: checks.RoPEReference, Checks: checks.RoPE(), Faults: faults.RoPE()},
+		Suite[checks.LayerImpl]{Op: "attention-layer", Impl: "attention.Layer (projections, RoPE, GQA attention), float64",
+			Reference: checks.LayerReference, Checks: checks.Layer(), Faults: faults.Layer()},
+		Suite[checks.BlockImpl]{Op: "block", Impl: "model.Block (RMSNorm, attention layer, SwiGLU, residuals), float64",
+			Reference: checks.BlockReference, Checks: checks.Block(), Faults: faults.Block()},
 	}
 }
 
