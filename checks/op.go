@@ -71,7 +71,7 @@ type opCases[I any] func(I) []Diff
 // 4-point finite difference, relative tolerance 1e-8.
 func fdCheck[I any](cases opCases[I]) func(I) Result {
 	return func(impl I) Result {
-		var worst float64
+		var worst, worstAbs float64
 		n := 0
 		for x, d := range cases(impl) {
 			loss, g := d.loss(uint64(x))
@@ -92,9 +92,9 @@ func fdCheck[I any](cases opCases[I]) func(I) Result {
 				res.Error = r.MaxRel
 				return res
 			}
-			worst = max(worst, r.MaxRel)
+			worst, worstAbs = max(worst, r.MaxRel), max(worstAbs, r.MaxAbs)
 		}
-		res := pass("%d elements, max rel %.1e, ε = %g (4-point)", n, worst, gradcheck.DefaultPreciseEps)
+		res := pass("%d elements, max rel %.1e, max abs %.1e, ε = %g (4-point)", n, worst, worstAbs, gradcheck.DefaultPreciseEps)
 		res.Error = worst
 		return res
 	}

@@ -1,0 +1,42 @@
+package faults
+
+import (
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/nn"
+)
+
+// Linear returns the faults of Linear: nn.Linear with a broken backward.
+func Linear() []Fault[checks.LinearImpl] {
+	ref := checks.LinearReference
+	with := func(b func(l nn.Linear[float64], dx, dw, db, dy, x, w []float64, n int)) checks.LinearImpl {
+		return checks.LinearImpl{Forward: ref.Forward, Backward: b}
+	}
+	return []Fault[checks.LinearImpl]{
+		{Name: "linear-no-bias-grad", Impl: with(linearNoBiasGrad),
+			Breaks: "db never written: the bias is frozen at its initial value"},
+		{Name: "linear-dx-uses-w-transposed", Impl: with(linearDXWithWTransposed),
+			Breaks: "dx = dy wᵀ instead of dy w: the slip only a square layer (In == Out) has the shapes to run"},
+	}
+}
+
+func linearNoBiasGrad(l nn.Linear[float64], dx, dw, db, dy, x, w []float64, n int) {
+	l.Backward(dx, dw, make([]float64, len(db)), dy, x, w, n) // db goes to a buffer nobody reads
+}
+
+// linearDXWithWTransposed reads w[k,o] where w[o,k] belongs. A non-square
+// layer has no such product, and gets the right one.
+func linearDXWithWTransposed(l nn.Linear[float64], dx, dw, db, dy, x, w []float64, n int) {
+	if l.In != l.Out {
+		l.Backward(dx, dw, db, dy, x, w, n)
+		return
+	}
+	l.Backward(make([]float64, len(dx)), dw, db, dy, x, w, n) // dw and db as usual
+	D := l.In
+	for i := range n {
+		for k := range D {
+			for o := range D {
+				dx[i*D+k] += dy[i*D+o] * w[k*D+o] // w[o*D+k] belongs here
+			}
+		}
+	}
+}
