@@ -42,6 +42,9 @@ type FaultOutcome struct {
 	CaughtBy []string            `json:"caught_by"`
 	Results  []checks.Result     `json:"results"`
 	Kinds    map[checks.Kind]int `json:"caught_by_kind"` // catches by measurement, not by error, per kind
+	// FDErrored is set when a finite-difference check failed because the
+	// implementation returned an error, not by measuring a gradient.
+	FDErrored bool `json:"fd_errored,omitempty"`
 }
 
 // Caught reports whether at least one check failed on the fault.
@@ -142,6 +145,8 @@ func runFault[I any](f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
 			fo.CaughtBy = append(fo.CaughtBy, c.Name)
 			if !res.Errored { // an error is a catch, but not one of this kind of evidence
 				fo.Kinds[c.Kind]++
+			} else if c.Kind == checks.Gradient {
+				fo.FDErrored = true
 			}
 		}
 	}
@@ -169,6 +174,8 @@ func Suites() []Runner {
 			Reference: checks.LayerReference, Checks: checks.Layer(), Faults: faults.Layer()},
 		Suite[checks.BlockImpl]{Op: "block", Impl: "model.Block (RMSNorm, attention layer, SwiGLU, residuals), float64",
 			Reference: checks.BlockReference, Checks: checks.Block(), Faults: faults.Block()},
+		Suite[checks.DecoderImpl]{Op: "decoder", Impl: "model.Model: training pass and KV-cache decoding, float64",
+			Reference: checks.DecoderReference, Checks: checks.Decoder(), Faults: faults.Decoder()},
 	}
 }
 

@@ -71,10 +71,11 @@ func writeOp(b *strings.Builder, op OpReport) {
 		}
 		note := ""
 		switch {
-		case f.FDBlind && f.Kinds[checks.Gradient] == 0:
-			note = "  ← passes finite differences: only the other checks see it"
-		case f.FDBlind:
+		case f.Kinds[checks.Gradient] > 0:
+		case f.FDErrored:
 			note = "  ← finite differences fail only because the forward errors"
+		case f.Caught():
+			note = "  ← passes finite differences: only the other checks see it"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", verdict(f.Caught(), "CAUGHT", "ESCAPED"), f.Name, f.Breaks)
 		fmt.Fprintf(tw, "  \t\tcaught by: %s%s\n", by, note)

@@ -1,0 +1,62 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+func maxDiff(a, b []float64) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(a[i]-b[i]))
+	}
+	return d
+}
+
+// TestDecodingAgrees: the full pass, token-by-token decoding and chunked
+// decoding give the same logits.
+func TestDecodingAgrees(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 2)
+	tokens := []int{1, 5, 9, 2, 2, 7, 0, 3, 10, 4, 6, 8, 1, 3}
+	const B, T = 2, 7
+	a := m.NewActs(B, T)
+	if _, _, err := m.Forward(a, p, &Batch{B: B, T: T, Tokens: tokens}); err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config.VocabSize
+	for _, sizes := range [][]int{{1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 1}, {3, 3, 1}, {5, 2}, {7}, {1, 2, 3, 1}} {
+		cache := m.NewCache(B, 9)
+		got := make([]float64, B*T*V)
+		start := 0
+		for _, M := range sizes {
+			chunk := make([]int, 0, B*M)
+			for b := range B {
+				chunk = append(chunk, tokens[b*T+start:b*T+start+M]...)
+			}
+			logits := make([]float64, B*M*V)
+			if err := m.Step(logits, cache, p, chunk, nil, M); err != nil {
+				t.Fatal(err)
+			}
+			for b := range B {
+				copy(got[(b*T+start)*V:(b*T+start+M)*V], logits[b*M*V:(b+1)*M*V])
+			}
+			start += M
+		}
+		if d := maxDiff(got, a.Logits); d > 1e-12 {
+			t.Errorf("chunks %v: max |Δlogit| = %.2g", sizes, d)
+		}
+	}
+}
+
+func TestCacheBytesShrinkWithGQA(t *testing.T) {
+	for _, hkv := range []int{4, 2, 1} {
+		cfg := tinyConfig(false)
+		cfg.NumKeyValueHeads = hkv
+		m, _ := New[float32](cfg)
+		c := m.NewCache(2, 64)
+		fmt.Println(hkv, c.Bytes())
+	}
+}
