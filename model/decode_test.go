@@ -1,8 +1,8 @@
 package model
 
 import (
-	"fmt"
 	"math"
+	"runtime"
 	"testing"
 )
 
@@ -51,12 +51,30 @@ func TestDecodingAgrees(t *testing.T) {
 	}
 }
 
+// TestCacheBytesShrinkWithGQA measures what NewCache allocates (the Go
+// runtime's count, not a formula) for MHA, GQA and MQA: the K/V storage
+// shrinks by Hq/Hkv.
 func TestCacheBytesShrinkWithGQA(t *testing.T) {
-	for _, hkv := range []int{4, 2, 1} {
+	measure := func(hkv int) uint64 {
 		cfg := tinyConfig(false)
-		cfg.NumKeyValueHeads = hkv
+		cfg.HiddenSize, cfg.NumKeyValueHeads = 256, hkv // head dimension 64
 		m, _ := New[float32](cfg)
-		c := m.NewCache(2, 64)
-		fmt.Println(hkv, c.Bytes())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		c := m.NewCache(4, 4096)
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(c)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	mha := measure(4)
+	for _, hkv := range []int{2, 1} {
+		got := measure(hkv)
+		// the per-slot positions and validity (9 bytes a slot) do not shrink
+		ratio := float64(mha) / float64(got)
+		t.Logf("Hkv=%d: %d bytes, MHA/this = %.2f (Hq/Hkv = %d)", hkv, got, ratio, 4/hkv)
+		if want := float64(4 / hkv); ratio < 0.98*want || ratio > 1.02*want {
+			t.Errorf("Hkv=%d: cache %d bytes, MHA %d: ratio %.2f, want about %v", hkv, got, mha, ratio, want)
+		}
 	}
 }

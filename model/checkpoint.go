@@ -1,0 +1,176 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/attnlab/attnlab/nn"
+	"github.com/attnlab/attnlab/safetensors"
+)
+
+// Checkpoint file names inside a checkpoint directory, as Hugging Face
+// writes them.
+const (
+	ConfigFile  = "config.json"
+	WeightsFile = "model.safetensors"
+)
+
+// Save writes a Hugging Face style checkpoint directory: config.json and
+// model.safetensors (F32 for a float32 model, F64 for float64) with the
+// tensor names of LlamaForCausalLM. Extra files (a tokenizer, say) may be
+// given by name and content.
+//
+// The directory is written whole under a temporary name beside dir and
+// renamed into place; an existing checkpoint at dir is replaced only after
+// the new one is complete, so a failed or interrupted Save never leaves a
+// half-written checkpoint.
+func (m *Model[T]) Save(dir string, p *Params[T], extra map[string][]byte) error {
+	cfg, err := json.MarshalIndent(m.Config, "", "  ")
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	f := safetensors.New()
+	f.Metadata = map[string]string{"format": "pt"}
+	for _, t := range m.Tensors(p) {
+		switch d := any(t.Data).(type) {
+		case []float32:
+			f.SetF32(t.Name, t.Shape, d)
+		case []float64:
+			f.SetF64(t.Name, t.Shape, d)
+		}
+	}
+	weights, err := f.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("model: save %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	files := map[string][]byte{ConfigFile: append(cfg, '\n'), WeightsFile: weights}
+	for name, data := range extra {
+		files[name] = data
+	}
+	for name, data := range files {
+		if err := writeSynced(filepath.Join(tmp, name), data); err != nil {
+			return fmt.Errorf("model: save %s: %w", dir, err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("model: save %s: %w", dir, err)
+	}
+	// Move an existing checkpoint aside, put the new one in place, then
+	// delete the old one: at no moment is a half-written checkpoint at dir.
+	var old string
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return fmt.Errorf("model: save %s: %w", dir, err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir)
+		}
+		return fmt.Errorf("model: save %s: %w", dir, err)
+	}
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return nil
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Load reads a checkpoint directory written by Save or by Hugging Face
+// (config.json and model.safetensors, F32 or F64). Every expected tensor
+// must be present with its shape, and no other tensor may be; errors name the
+// file and the tensor or field.
+func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
+	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("model: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
+	}
+	m, err := New[T](cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	path := filepath.Join(dir, WeightsFile)
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("model: %w", err)
+	}
+	p := m.NewParams()
+	if err := m.assign(p, f); err != nil {
+		return nil, nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	return m, p, nil
+}
+
+// assign copies the tensors of f into p, checking names and shapes.
+func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
+	want := map[string]bool{}
+	for _, t := range m.Tensors(p) {
+		want[t.Name] = true
+		if !f.Has(t.Name) {
+			if t.Name == "lm_head.weight" {
+				return fmt.Errorf("tensor %q missing (config has tie_word_embeddings = false)", t.Name)
+			}
+			return fmt.Errorf("tensor %q missing", t.Name)
+		}
+		x, shape, err := f.Float64(t.Name)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(shape, t.Shape) {
+			return fmt.Errorf("tensor %q has shape %v, the config implies %v", t.Name, shape, t.Shape)
+		}
+		for i, v := range x {
+			t.Data[i] = T(v)
+		}
+	}
+	var extra []string
+	for _, name := range f.Names() {
+		if !want[name] {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		hint := ""
+		if slices.Contains(extra, "lm_head.weight") {
+			hint = " (config has tie_word_embeddings = true)"
+		}
+		return fmt.Errorf("unexpected tensor %q%s%s", extra[0], more(len(extra)-1), hint)
+	}
+	return nil
+}
+
+func more(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more", n)
+}

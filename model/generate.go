@@ -1,0 +1,199 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+)
+
+// Sampling chooses the next token from logits. The zero value is greedy.
+type Sampling struct {
+	Temperature       float64 // 0: greedy (argmax); else logits are divided by it
+	TopK              int     // keep the K most likely tokens (0: all)
+	TopP              float64 // keep the smallest set whose probability reaches P (0 or 1: all)
+	RepetitionPenalty float64 // > 1 discourages tokens seen in the window (CTRL's rule: positive logits divided, negative multiplied); 0 or 1: off
+	RepetitionWindow  int     // how many recent tokens the penalty looks at (0: all)
+	Seed              uint64  // each row draws from its own generator seeded with Seed and the row
+}
+
+// Validate reports a setting out of range, naming the flag-like field.
+func (s Sampling) Validate() error {
+	switch {
+	case !(s.Temperature >= 0) || math.IsInf(s.Temperature, 0):
+		return fmt.Errorf("model: temperature %v, want a finite value >= 0", s.Temperature)
+	case s.TopK < 0:
+		return fmt.Errorf("model: top-k %d, want >= 0", s.TopK)
+	case !(s.TopP >= 0 && s.TopP <= 1):
+		return fmt.Errorf("model: top-p %v, want 0..1", s.TopP)
+	case !(s.RepetitionPenalty >= 0) || math.IsInf(s.RepetitionPenalty, 0):
+		return fmt.Errorf("model: repetition penalty %v, want a finite value >= 0", s.RepetitionPenalty)
+	case s.RepetitionWindow < 0:
+		return fmt.Errorf("model: repetition window %d, want >= 0", s.RepetitionWindow)
+	}
+	return nil
+}
+
+// Pick returns the next token for one row's logits, given the row's tokens
+// so far (for the repetition penalty). It does not modify logits.
+func (s Sampling) Pick(logits []float64, history []int, r *rand.Rand) int {
+	z := slices.Clone(logits)
+	if s.RepetitionPenalty > 0 && s.RepetitionPenalty != 1 {
+		recent := history
+		if s.RepetitionWindow > 0 && len(recent) > s.RepetitionWindow {
+			recent = recent[len(recent)-s.RepetitionWindow:]
+		}
+		seen := map[int]bool{}
+		for _, t := range recent {
+			if t >= 0 && t < len(z) && !seen[t] {
+				seen[t] = true
+				if z[t] > 0 {
+					z[t] /= s.RepetitionPenalty
+				} else {
+					z[t] *= s.RepetitionPenalty
+				}
+			}
+		}
+	}
+	if s.Temperature == 0 {
+		best := 0
+		for i, v := range z {
+			if v > z[best] {
+				best = i
+			}
+		}
+		return best
+	}
+	// Candidates by decreasing logit (ties by id, so the draw is
+	// reproducible), then top-k, softmax at the temperature, top-p.
+	ids := make([]int, len(z))
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return z[ids[a]] > z[ids[b]] })
+	if s.TopK > 0 && s.TopK < len(ids) {
+		ids = ids[:s.TopK]
+	}
+	probs := make([]float64, len(ids))
+	var sum float64
+	for i, id := range ids {
+		probs[i] = math.Exp((z[id] - z[ids[0]]) / s.Temperature)
+		sum += probs[i]
+	}
+	if s.TopP > 0 && s.TopP < 1 {
+		var acc float64
+		for i, p := range probs {
+			acc += p / sum
+			if acc >= s.TopP {
+				ids, probs = ids[:i+1], probs[:i+1]
+				break
+			}
+		}
+		sum = 0
+		for _, p := range probs {
+			sum += p
+		}
+	}
+	u := r.Float64() * sum
+	for i, p := range probs {
+		u -= p
+		if u < 0 {
+			return ids[i]
+		}
+	}
+	return ids[len(ids)-1]
+}
+
+// GenerateOptions configures Generate.
+type GenerateOptions struct {
+	MaxNew   int // tokens to generate per row at most
+	EOS      int // a row stops after producing this token; -1: none
+	Sampling Sampling
+}
+
+// Generate continues each prompt by up to o.MaxNew tokens, all rows at once:
+// the prompts are left-padded to one length, prefilled in one chunk, then
+// decoded one token per step through a KV cache. emit, when not nil, is
+// called with each new token as it is chosen (streaming). Rows draw from
+// their own random generators, so a row's continuation does not depend on
+// the other rows of the batch. It returns the new tokens of every row.
+func (m *Model[T]) Generate(p *Params[T], prompts [][]int, o GenerateOptions, emit func(row, token int)) ([][]int, error) {
+	if err := o.Sampling.Validate(); err != nil {
+		return nil, err
+	}
+	if len(prompts) == 0 || o.MaxNew < 0 {
+		return nil, fmt.Errorf("model: generate: %d prompts, %d new tokens", len(prompts), o.MaxNew)
+	}
+	B, L := len(prompts), 0
+	for r, pr := range prompts {
+		if len(pr) == 0 {
+			return nil, fmt.Errorf("model: generate: prompt %d is empty", r)
+		}
+		if len(pr)+o.MaxNew > m.Config.MaxPositionEmbeddings {
+			return nil, fmt.Errorf("model: generate: prompt %d has %d tokens; with %d new ones it passes max_position_embeddings = %d",
+				r, len(pr), o.MaxNew, m.Config.MaxPositionEmbeddings)
+		}
+		L = max(L, len(pr))
+	}
+	tokens, valid := make([]int, B*L), make([]bool, B*L)
+	for r, pr := range prompts {
+		copy(tokens[r*L+L-len(pr):], pr)
+		for t := L - len(pr); t < L; t++ {
+			valid[r*L+t] = true
+		}
+	}
+	V := m.Config.VocabSize
+	cache := m.NewCache(B, L+max(o.MaxNew-1, 0))
+	logits := make([]T, B*L*V)
+	if err := m.Step(logits, cache, p, tokens, valid, L); err != nil {
+		return nil, err
+	}
+	rngs := make([]*rand.Rand, B)
+	history := make([][]int, B)
+	for r := range rngs {
+		rngs[r] = rand.New(rand.NewPCG(o.Sampling.Seed, uint64(r)))
+		history[r] = slices.Clone(prompts[r])
+	}
+	out := make([][]int, B)
+	done := make([]bool, B)
+	last := make([]float64, V)
+	next, nextValid := make([]int, B), make([]bool, B)
+	for step := range o.MaxNew {
+		M := L
+		if step > 0 {
+			M = 1
+		}
+		live := 0
+		for r := range B {
+			next[r], nextValid[r] = 0, false
+			if done[r] {
+				continue
+			}
+			row := logits[(r*M+M-1)*V : (r*M+M)*V] // the row's last position
+			for i, v := range row {
+				last[i] = float64(v)
+			}
+			tok := o.Sampling.Pick(last, history[r], rngs[r])
+			out[r] = append(out[r], tok)
+			history[r] = append(history[r], tok)
+			if emit != nil {
+				emit(r, tok)
+			}
+			if tok == o.EOS || len(out[r]) == o.MaxNew {
+				done[r] = true
+				continue
+			}
+			next[r], nextValid[r] = tok, true
+			live++
+		}
+		if live == 0 {
+			break
+		}
+		logits = logits[:B*V]
+		if err := m.Step(logits, cache, p, next, nextValid, 1); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

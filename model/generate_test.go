@@ -1,0 +1,114 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestBatchedGenerationEqualsOneByOne: left-padded batched decoding gives each
+// row the continuation it gets alone, greedy and sampled.
+func TestBatchedGenerationEqualsOneByOne(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 7)
+	prompts := [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}, {5}}
+	for _, s := range []Sampling{{}, {Temperature: 0.8, TopK: 5, TopP: 0.9, RepetitionPenalty: 1.3, RepetitionWindow: 4, Seed: 11}} {
+		o := GenerateOptions{MaxNew: 6, EOS: -1, Sampling: s}
+		var streamed []string
+		batch, err := m.Generate(p, prompts, o, func(r, tok int) { streamed = append(streamed, fmt.Sprint(r, ":", tok)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(streamed) != 3*6 {
+			t.Errorf("streamed %d tokens, want 18", len(streamed))
+		}
+		for r, pr := range prompts {
+			// a row's generator is seeded by its index: generate it alone at
+			// that index
+			if s.Temperature != 0 && r != 0 {
+				continue // a lone prompt draws from row 0's generator
+			}
+			alone, err := m.Generate(p, [][]int{pr}, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(alone[0]) != fmt.Sprint(batch[r]) {
+				t.Errorf("sampling %+v, row %d: batched %v, alone %v", s, r, batch[r], alone[0])
+			}
+		}
+	}
+}
+
+func TestSampledRowsAreIndependentOfTheBatch(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 7)
+	s := Sampling{Temperature: 1, Seed: 3}
+	o := GenerateOptions{MaxNew: 8, EOS: -1, Sampling: s}
+	a, _ := m.Generate(p, [][]int{{3, 9, 4}, {5}}, o, nil)
+	b, _ := m.Generate(p, [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}}, o, nil)
+	if fmt.Sprint(a[0]) != fmt.Sprint(b[0]) {
+		t.Errorf("row 0 depends on row 1: %v vs %v", a[0], b[0])
+	}
+}
+
+func TestGenerateStopsAtEOS(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 7)
+	free, _ := m.Generate(p, [][]int{{3, 9, 4}}, GenerateOptions{MaxNew: 6, EOS: -1}, nil)
+	eos := free[0][2]
+	stopped, _ := m.Generate(p, [][]int{{3, 9, 4}}, GenerateOptions{MaxNew: 6, EOS: eos}, nil)
+	want := free[0][:3]
+	if i := indexOf(free[0], eos); i < 2 {
+		want = free[0][:i+1]
+	}
+	if fmt.Sprint(stopped[0]) != fmt.Sprint(want) {
+		t.Errorf("with EOS %d: %v, want %v", eos, stopped[0], want)
+	}
+}
+
+func indexOf(s []int, x int) int {
+	for i, v := range s {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestGenerateErrors(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	long := make([]int, 60)
+	for _, tc := range []struct {
+		prompts [][]int
+		o       GenerateOptions
+		want    string
+	}{
+		{[][]int{long}, GenerateOptions{MaxNew: 10}, "passes max_position_embeddings = 64"},
+		{[][]int{{1, 99}}, GenerateOptions{MaxNew: 1}, "outside the vocabulary"},
+		{[][]int{{}}, GenerateOptions{MaxNew: 1}, "prompt 0 is empty"},
+		{[][]int{{1}}, GenerateOptions{MaxNew: 1, Sampling: Sampling{TopP: 2}}, "top-p"},
+	} {
+		_, err := m.Generate(p, tc.prompts, tc.o, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestPickRespectsTopKAndPenalty(t *testing.T) {
+	logits := []float64{0, 5, 4.9, -1}
+	r := rand.New(rand.NewPCG(1, 1))
+	for range 200 {
+		if tok := (Sampling{Temperature: 1, TopK: 2}).Pick(logits, nil, r); tok != 1 && tok != 2 {
+			t.Fatalf("top-k 2 picked %d", tok)
+		}
+	}
+	if tok := (Sampling{RepetitionPenalty: 2}).Pick(logits, []int{1}, r); tok != 2 {
+		t.Errorf("greedy with token 1 penalised picked %d, want 2", tok)
+	}
+}
