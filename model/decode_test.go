@@ -78,3 +78,36 @@ func TestCacheBytesShrinkWithGQA(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodingAgreesFloat32: the same in float32, to 1e-4 on the logits.
+func TestDecodingAgreesFloat32(t *testing.T) {
+	m, _ := New[float32](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 2)
+	tokens := []int{1, 5, 9, 2, 2, 7, 0}
+	a := m.NewActs(1, 7)
+	if _, _, err := m.Forward(a, p, &Batch{B: 1, T: 7, Tokens: tokens}); err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config.VocabSize
+	for _, sizes := range [][]int{{1, 1, 1, 1, 1, 1, 1}, {3, 3, 1}, {5, 2}} {
+		cache := m.NewCache(1, 7)
+		var got []float32
+		start := 0
+		for _, M := range sizes {
+			logits := make([]float32, M*V)
+			if err := m.Step(logits, cache, p, tokens[start:start+M], nil, M); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, logits...)
+			start += M
+		}
+		var d float64
+		for i := range got {
+			d = max(d, math.Abs(float64(got[i]-a.Logits[i])))
+		}
+		if d > 1e-4 {
+			t.Errorf("chunks %v: max |Δlogit| = %.2g", sizes, d)
+		}
+	}
+}
