@@ -21,10 +21,33 @@ metadata of the input file and returning the output tensors):
               convention (position, bottom-right, top-left).
               Outputs o, lse and, with do, dq, dk, dv.
 
-The semantics are those of attnlab's DESIGN.md section 2 and 3 and of
-attention.Config.Visible. They are written here the plain PyTorch way
-(repeat_interleave of K/V per group as HF repeat_kv, a boolean mask,
-masked_fill with -inf, softmax, autograd), independently of the Go code.
+  rope        inputs x [B,H,T,D], optional I64 pos [B,T] (default t) and dy
+              [B,H,T,D]; metadata pairing (half, interleaved), base, scaling
+              (none, linear, ntk), factor. Outputs y and, with dy, dx.
+
+  rmsnorm     inputs x [...,D], w [D], optional dy; metadata eps (default
+              1e-6). Outputs y, rstd and, with dy, dx and grad.w.
+
+  swiglu      inputs x [...,D], gate_proj [F,D], up_proj [F,D], down_proj
+              [D,F], optional dy. Outputs y and, with dy, dx, grad.gate_proj,
+              grad.up_proj, grad.down_proj.
+
+  block       a Llama decoder layer: inputs x [B,T,Dim], the weights under
+              their HF names without "model.layers.{i}." (BLOCK_WEIGHTS),
+              optional I64 pos, valid, seg [B,T] (queries and keys alike) and
+              dy; metadata num_attention_heads, num_key_value_heads,
+              head_dim, rms_norm_eps, rope_theta, causal, window. Outputs y
+              and, with dy, dx and grad.<weight name>.
+
+Gradient names: the gradient of an activation input NAME is dNAME, that of a
+weight input NAME is grad.NAME.
+
+The semantics are those of attnlab's DESIGN.md sections 2 to 5 and of
+attention.Config.Visible. They are written here the plain PyTorch way, as
+Hugging Face's Llama code does it (repeat_kv of K/V per group, a boolean
+mask, masked_fill with -inf, softmax; rotate_half for RoPE, complex numbers
+for the interleaved pairing; RMSNorm as x * rsqrt(mean(x^2) + eps) * w),
+with autograd for every gradient, independently of the Go code.
 
 The safetensors format is read and written by hand: an 8-byte little-endian
 header length, a JSON header {name: {dtype, shape, data_offsets}, "__metadata__":
@@ -114,7 +137,7 @@ def write_safetensors(path, tensors, meta):
     chunks = []
     at = 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
+        a = np.asarray(tensors[name])  # tobytes() is C order; 0-d arrays stay 0-d
         a = a.astype(a.dtype.newbyteorder("<"), copy=False)
         if a.dtype not in _NAMES:
             raise OracleError("tensor %s: cannot write dtype %s" % (json.dumps(name), a.dtype))
@@ -312,8 +335,384 @@ def op_attention(tensors, meta):
     return out, {"op": "attention", "dtype": "float64", "convention": convention}
 
 
+# ---------------------------------------------------------------- shared by the new ops
+
+
+def check_names(tensors, op, known):
+    """Rejects a tensor op does not read (a typo would otherwise go unnoticed)."""
+    for name in sorted(tensors):
+        if name not in known:
+            raise OracleError("tensor %s: not an input of op %s (inputs: %s)" % (json.dumps(name), op, ", ".join(known)))
+
+
+def float_any(tensors, name, min_ndim, layout):
+    """The F32/F64 tensor name as float64, with at least min_ndim dimensions."""
+    if name not in tensors:
+        raise OracleError("tensor %s: missing" % json.dumps(name))
+    a = tensors[name]
+    if a.dtype.kind != "f":
+        raise OracleError("tensor %s: dtype %s, want F32 or F64" % (json.dumps(name), _NAMES[a.dtype]))
+    if a.ndim < min_ndim:
+        raise OracleError("tensor %s: shape %s has %d dimensions, want %s" % (json.dumps(name), list(a.shape), a.ndim, layout))
+    if 0 in a.shape:
+        raise OracleError("tensor %s: shape %s has an empty dimension" % (json.dumps(name), list(a.shape)))
+    return torch.from_numpy(a.astype(np.float64))
+
+
+def weight_tensor(tensors, name, want, layout):
+    """A float weight whose shape matches want (None: any size)."""
+    w = float_any(tensors, name, 0, layout)
+    if w.ndim != len(want) or any(e is not None and d != e for d, e in zip(w.shape, want)):
+        raise OracleError("tensor %s: shape %s, want %s" % (json.dumps(name), list(w.shape), layout))
+    return w
+
+
+def optional_dy(tensors, shape):
+    if "dy" not in tensors:
+        return None
+    dy = float_any(tensors, "dy", 0, "")
+    if list(dy.shape) != list(shape):
+        raise OracleError('tensor "dy": shape %s, want %s (the shape of y)' % (list(dy.shape), list(shape)))
+    return dy
+
+
+def positions(tensors, name, B, T):
+    """The positions name [B, T], default t; negative ones are rejected."""
+    pos = int_tensor(tensors, name, [B, T])
+    if pos is None:
+        return torch.arange(T).expand(B, T)
+    if (pos < 0).any():
+        i = int((pos.reshape(-1) < 0).nonzero()[0])
+        raise OracleError("tensor %s: pos[%d] = %d is negative" % (json.dumps(name), i, int(pos.reshape(-1)[i])))
+    return pos
+
+
+def parse_meta(op, meta, fields):
+    """Parses meta with fields {key: parser(val) -> value}; returns {key: value}."""
+    got = {}
+    for key in sorted(meta):
+        val = meta[key]
+        if key not in fields:
+            if key.startswith("x-"):
+                continue
+            if not fields:
+                raise OracleError("metadata %s: unknown key; op %s takes no metadata (x-* is free)" % (json.dumps(key), op))
+            raise OracleError("metadata %s: unknown key for op %s (known: %s; x-* is free)" % (json.dumps(key), op, ", ".join(fields)))
+        try:
+            got[key] = fields[key](val)
+        except (ValueError, OracleError) as e:
+            raise OracleError("metadata %s = %s: %s" % (json.dumps(key), json.dumps(val), e))
+    return got
+
+
+def finite(ok, want):
+    def parse(val):
+        try:
+            v = float(val)
+        except ValueError:
+            raise ValueError("want %s" % want)
+        if not math.isfinite(v) or not ok(v):
+            raise ValueError("want %s" % want)
+        return v
+    return parse
+
+
+def integer(least):
+    def parse(val):
+        try:
+            v = int(val)
+        except ValueError:
+            raise ValueError("want an integer >= %d" % least)
+        if v < least:
+            raise ValueError("want an integer >= %d" % least)
+        return v
+    return parse
+
+
+def boolean(val):
+    if val in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if val in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise ValueError("want true or false")
+
+
+def one_of(*names):
+    def parse(val):
+        if val not in names:
+            raise ValueError("want " + ", ".join(names))
+        return val
+    return parse
+
+
+def no_nan(out):
+    for name, a in out.items():
+        if np.isnan(a).any():
+            raise OracleError("tensor %s: NaN in the result" % json.dumps(name))
+    return out
+
+
+# ---------------------------------------------------------------- rope
+
+
+def rope_angles(pos, D, base, scaling="none", factor=None):
+    """The angles p·θ_k [B, T, D/2] the HF way: inv_freq = 1/base^(arange(0,D,2)/D),
+    NTK scaling raising the base to base·factor^(D/(D−2)), linear scaling
+    dividing the positions by factor."""
+    if scaling == "ntk":
+        base = base * factor ** (D / (D - 2))
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    t = pos.to(torch.float64)
+    if scaling == "linear":
+        t = t / factor
+    return t[..., None] * inv_freq
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_half(x, angles):
+    """x [B,H,T,D] rotated as HF's apply_rotary_pos_emb: pairs (k, k+D/2)."""
+    emb = torch.cat((angles, angles), dim=-1)[:, None]  # [B,1,T,D], shared by heads
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def rope_interleaved(x, angles):
+    """x [B,H,T,D] rotated as Meta's Llama: pairs (2k, 2k+1) as complex numbers."""
+    xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    rot = torch.polar(torch.ones_like(angles), angles)[:, None]  # e^{i·angle}
+    return torch.view_as_real(xc * rot).reshape(x.shape)
+
+
+def op_rope(tensors, meta):
+    check_names(tensors, "rope", ["x", "pos", "dy"])
+    x = float_tensor(tensors, "x", 4)
+    B, H, T, D = x.shape
+    if D % 2 != 0:
+        raise OracleError('tensor "x": head dimension D = %d is odd; RoPE rotates pairs of features' % D)
+    pos = positions(tensors, "pos", B, T)
+    dy = optional_dy(tensors, x.shape)
+    m = parse_meta("rope", meta, {
+        "pairing": one_of("half", "interleaved"),
+        "base": finite(lambda v: v > 0, "a finite base > 0"),
+        "scaling": one_of("none", "linear", "ntk"),
+        "factor": finite(lambda v: v >= 1, "a finite factor >= 1"),
+    })
+    pairing, base, scaling = m.get("pairing", "half"), m.get("base", 10000.0), m.get("scaling", "none")
+    factor = m.get("factor")
+    if scaling == "none" and factor is not None:
+        raise OracleError('metadata "factor": given without scaling (set scaling to linear or ntk)')
+    if scaling != "none" and factor is None:
+        raise OracleError('metadata "factor": missing; scaling %s needs a factor >= 1' % scaling)
+    if scaling == "ntk" and D == 2:
+        raise OracleError('metadata "scaling" = "ntk": needs head dimension D > 2')
+
+    x.requires_grad_(True)
+    angles = rope_angles(pos, D, base, scaling, factor)
+    y = (rope_half if pairing == "half" else rope_interleaved)(x, angles)
+    out = {"y": y.detach().numpy()}
+    if dy is not None:
+        (y * dy).sum().backward()
+        out["dx"] = x.grad.numpy()
+    out_meta = {"op": "rope", "dtype": "float64", "pairing": pairing, "scaling": scaling}
+    if factor is not None:
+        out_meta["factor"] = repr(factor)
+    return no_nan(out), out_meta
+
+
+# ---------------------------------------------------------------- rmsnorm
+
+
+def rms_norm(x, w, eps):
+    """Llama's RMSNorm: x * rsqrt(mean(x²) + eps) * w, over the last dimension."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def reject_zero_rows(x, eps, name, what):
+    if eps == 0:
+        zero = (x.reshape(-1, x.shape[-1]) == 0).all(dim=-1)
+        if zero.any():
+            raise OracleError("tensor %s: %s %d is all zeros and eps = 0: its norm is 0/0" % (json.dumps(name), what, int(zero.nonzero()[0])))
+
+
+def op_rmsnorm(tensors, meta):
+    check_names(tensors, "rmsnorm", ["x", "w", "dy"])
+    x = float_any(tensors, "x", 1, "at least 1 [... D]")
+    D = x.shape[-1]
+    w = float_any(tensors, "w", 1, "1 [D]")
+    if list(w.shape) != [D]:
+        raise OracleError('tensor "w": shape %s, want [%d] (the last dimension of x %s)' % (list(w.shape), D, list(x.shape)))
+    dy = optional_dy(tensors, x.shape)
+    eps = parse_meta("rmsnorm", meta, {"eps": finite(lambda v: v >= 0, "a finite eps >= 0")}).get("eps", 1e-6)
+    reject_zero_rows(x, eps, "x", "row")
+
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    y = rms_norm(x, w, eps)
+    with torch.no_grad():
+        rstd = torch.rsqrt(x.pow(2).mean(-1) + eps)
+    out = {"y": y.detach().numpy(), "rstd": rstd.numpy()}
+    if dy is not None:
+        (y * dy).sum().backward()
+        out["dx"] = x.grad.numpy()
+        out["grad.w"] = w.grad.numpy()
+    return no_nan(out), {"op": "rmsnorm", "dtype": "float64", "eps": repr(eps)}
+
+
+# ---------------------------------------------------------------- swiglu
+
+
+def swiglu(x, gate, up, down):
+    """Llama's MLP: down(silu(gate(x)) * up(x))."""
+    F_ = torch.nn.functional
+    return F_.linear(F_.silu(F_.linear(x, gate)) * F_.linear(x, up), down)
+
+
+def op_swiglu(tensors, meta):
+    check_names(tensors, "swiglu", ["x", "gate_proj", "up_proj", "down_proj", "dy"])
+    x = float_any(tensors, "x", 1, "at least 1 [... D]")
+    D = x.shape[-1]
+    gate = weight_tensor(tensors, "gate_proj", [None, D], "[F %d] (F hidden, D = %d the last dimension of x)" % (D, D))
+    F = gate.shape[0]
+    up = weight_tensor(tensors, "up_proj", [F, D], "[%d %d] (the shape of gate_proj)" % (F, D))
+    down = weight_tensor(tensors, "down_proj", [D, F], "[%d %d] (the transpose of gate_proj)" % (D, F))
+    dy = optional_dy(tensors, x.shape)
+    parse_meta("swiglu", meta, {})
+
+    params = {"gate_proj": gate, "up_proj": up, "down_proj": down}
+    for t in [x] + list(params.values()):
+        t.requires_grad_(True)
+    y = swiglu(x, gate, up, down)
+    out = {"y": y.detach().numpy()}
+    if dy is not None:
+        (y * dy).sum().backward()
+        out["dx"] = x.grad.numpy()
+        for name, p in params.items():
+            out["grad." + name] = p.grad.numpy()
+    return no_nan(out), {"op": "swiglu", "dtype": "float64"}
+
+
+# ---------------------------------------------------------------- block
+
+BLOCK_WEIGHTS = [
+    "input_layernorm.weight",
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+    "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+]
+
+
+def repeat_kv(h, group):
+    """HF's repeat_kv: [B, Hkv, T, hd] -> [B, Hkv*group, T, hd], head h reading KV head h // group."""
+    B, Hkv, T, hd = h.shape
+    if group == 1:
+        return h
+    return h[:, :, None, :, :].expand(B, Hkv, group, T, hd).reshape(B, Hkv * group, T, hd)
+
+
+def op_block(tensors, meta):
+    check_names(tensors, "block", ["x", "dy", "pos", "valid", "seg"] + BLOCK_WEIGHTS)
+    x = float_tensor(tensors, "x", 3)
+    B, T, Dim = x.shape
+    m = parse_meta("block", meta, {
+        "num_attention_heads": integer(1),
+        "num_key_value_heads": integer(1),
+        "head_dim": integer(1),
+        "rms_norm_eps": finite(lambda v: v >= 0, "a finite eps >= 0"),
+        "rope_theta": finite(lambda v: v > 0, "a finite base > 0"),
+        "causal": boolean,
+        "window": integer(0),
+    })
+    if "num_attention_heads" not in m:
+        raise OracleError('metadata "num_attention_heads": missing')
+    Hq = m["num_attention_heads"]
+    Hkv = m.get("num_key_value_heads", Hq)
+    if Hq % Hkv != 0:
+        raise OracleError('metadata "num_key_value_heads" = "%d": does not divide num_attention_heads = %d' % (Hkv, Hq))
+    if "head_dim" in m:
+        hd = m["head_dim"]
+    elif Dim % Hq != 0:
+        raise OracleError('metadata "num_attention_heads" = "%d": does not divide the width %d of x; give head_dim' % (Hq, Dim))
+    else:
+        hd = Dim // Hq
+    if hd % 2 != 0:
+        raise OracleError('metadata "head_dim": %d is odd; RoPE rotates pairs of features' % hd)
+    eps, theta = m.get("rms_norm_eps", 1e-6), m.get("rope_theta", 10000.0)
+    causal, window = m.get("causal", True), m.get("window", 0)
+
+    for name in BLOCK_WEIGHTS:
+        if name not in tensors:
+            raise OracleError("tensor %s: missing" % json.dumps(name))
+    gate = weight_tensor(tensors, "mlp.gate_proj.weight", [None, Dim], "[F %d] (F = intermediate_size)" % Dim)
+    F = gate.shape[0]
+    want = {
+        "input_layernorm.weight": [Dim],
+        "self_attn.q_proj.weight": [Hq * hd, Dim],
+        "self_attn.k_proj.weight": [Hkv * hd, Dim],
+        "self_attn.v_proj.weight": [Hkv * hd, Dim],
+        "self_attn.o_proj.weight": [Dim, Hq * hd],
+        "post_attention_layernorm.weight": [Dim],
+        "mlp.gate_proj.weight": [F, Dim],
+        "mlp.up_proj.weight": [F, Dim],
+        "mlp.down_proj.weight": [Dim, F],
+    }
+    w = {name: weight_tensor(tensors, name, want[name], str(want[name])) for name in BLOCK_WEIGHTS}
+    dy = optional_dy(tensors, x.shape)
+    reject_zero_rows(x, eps, "x", "token")
+    pos = positions(tensors, "pos", B, T)
+    valid = bool_tensor(tensors, "valid", [B, T])
+    seg = int_tensor(tensors, "seg", [B, T])
+
+    # the mask: self-attention, so queries and keys are the same tokens
+    vis = visibility(B, T, T, causal, window, "position", pos, pos, valid, valid, seg, seg)
+    live = vis.any(dim=-1)
+    empty = valid & ~live
+    if empty.any():
+        b, i = (int(e) for e in empty.nonzero()[0])
+        raise OracleError("batch %d, query row %d (position %d) sees no key: every key is masked" % (b, i, int(pos[b, i])))
+
+    x.requires_grad_(True)
+    for p in w.values():
+        p.requires_grad_(True)
+    F_ = torch.nn.functional
+
+    # h = x + o_proj(attention(n)), n = input_layernorm(x)
+    n = rms_norm(x, w["input_layernorm.weight"], eps)
+    q = F_.linear(n, w["self_attn.q_proj.weight"]).view(B, T, Hq, hd).transpose(1, 2)
+    k = F_.linear(n, w["self_attn.k_proj.weight"]).view(B, T, Hkv, hd).transpose(1, 2)
+    v = F_.linear(n, w["self_attn.v_proj.weight"]).view(B, T, Hkv, hd).transpose(1, 2)
+    angles = rope_angles(pos, hd, theta)
+    q, k = rope_half(q, angles), rope_half(k, angles)
+    k, v = repeat_kv(k, Hq // Hkv), repeat_kv(v, Hq // Hkv)
+    s = torch.matmul(q, k.transpose(2, 3)) * hd ** -0.5
+    live4 = live.view(B, 1, T, 1)
+    s = s.masked_fill(~vis.unsqueeze(1), float("-inf"))
+    s_safe = torch.where(live4, s, torch.zeros((), dtype=s.dtype))
+    # a padding query row sees no key: its probabilities, hence its output, are 0
+    p_attn = torch.where(live4, torch.softmax(s_safe, dim=-1), torch.zeros((), dtype=s.dtype))
+    o = torch.matmul(p_attn, v).transpose(1, 2).reshape(B, T, Hq * hd)
+    h = x + F_.linear(o, w["self_attn.o_proj.weight"])
+    # y = h + mlp(post_attention_layernorm(h))
+    n2 = rms_norm(h, w["post_attention_layernorm.weight"], eps)
+    y = h + swiglu(n2, w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"], w["mlp.down_proj.weight"])
+
+    out = {"y": y.detach().numpy()}
+    if dy is not None:
+        (y * dy).sum().backward()
+        out["dx"] = x.grad.numpy()
+        for name, p in w.items():
+            out["grad." + name] = p.grad.numpy()
+    return no_nan(out), {"op": "block", "dtype": "float64"}
+
+
 OPS = {
     "attention": op_attention,
+    "rope": op_rope,
+    "rmsnorm": op_rmsnorm,
+    "swiglu": op_swiglu,
+    "block": op_block,
 }
 
 

@@ -14,20 +14,62 @@ var refCmd = register(&command{
 	short: "reference oracle: run an op on tensors from a safetensors file",
 	long: `Ref reads named tensors (F32, F64; integer tensors as I64) and string
 metadata from a safetensors file, runs the reference forward and backward,
-and writes outputs and gradients to another safetensors file. Bad input gives
-a one-line error naming the tensor and exit status 1, and OUT is not written.
+and writes outputs and gradients to another safetensors file. Computation
+runs in float64 unless -dtype float32, which writes F32 outputs. Bad input
+(a missing or misshapen tensor, a bad or unknown metadata key and, for ops
+other than attention, a tensor the op does not read) gives a one-line error
+naming the tensor or key and exit status 1, and OUT is not written.
+Metadata keys starting with x- are ignored.
+
+Gradients are computed when the output gradient (do or dy) is given. The
+gradient of an activation input NAME is written as dNAME (x -> dx); the
+gradient of a weight NAME as grad.NAME (w -> grad.w), so that output names
+never repeat input names.
 
 Op attention: inputs q [B,Hq,M,D], k [B,Hkv,N,D], v [B,Hkv,N,Dv] and, for
 gradients, do [B,Hq,M,Dv]; optional I64 q_pos, q_valid, q_seg [B,M] and
 k_pos, k_valid, k_seg [B,N]; metadata causal (true/false), window, scale,
 convention (position, bottom-right, top-left). Outputs o, lse and, when do is
-given, dq, dk, dv. Computation runs in float64 unless -dtype float32.
+given, dq, dk, dv.
 
-Example: attnlab ref -op attention -in case.safetensors -out result.safetensors`,
+Op rope: inputs x [B,H,T,D] (D even), optional I64 pos [B,T] (default: token
+t at position t; no negatives), optional dy [B,H,T,D]; metadata pairing
+(half: k with k+D/2, the default, HF Llama; interleaved: 2k with 2k+1), base
+(default 10000), scaling (none, linear, ntk) and factor (>= 1, required with
+linear or ntk scaling). Outputs y and, with dy, dx.
+
+Op rmsnorm: inputs x [...,D] (rows of D; leading dimensions are flattened),
+w [D], optional dy (the shape of x); metadata eps (>= 0, default 1e-6).
+Outputs y, rstd (the shape of x without D: 1/sqrt(mean(x^2)+eps)) and, with
+dy, dx and grad.w.
+
+Op swiglu: y = down(silu(gate(x)) * up(x)). Inputs x [...,D], gate_proj
+[F,D], up_proj [F,D], down_proj [D,F], optional dy (the shape of x). Outputs
+y and, with dy, dx, grad.gate_proj, grad.up_proj, grad.down_proj.
+
+Op block: one pre-norm Llama decoder layer (HF LlamaDecoderLayer),
+  h = x + o_proj(attention(RoPE(q_proj(n)), RoPE(k_proj(n)), v_proj(n))),
+  n = input_layernorm(x);  y = h + mlp(post_attention_layernorm(h)),
+with half RoPE pairing. Inputs x [B,T,Dim] and the weights under HF names
+without the "model.layers.{i}." prefix: input_layernorm.weight [Dim],
+self_attn.q_proj.weight [Hq*hd,Dim], self_attn.k_proj.weight and
+self_attn.v_proj.weight [Hkv*hd,Dim], self_attn.o_proj.weight [Dim,Hq*hd],
+post_attention_layernorm.weight [Dim], mlp.gate_proj.weight and
+mlp.up_proj.weight [F,Dim], mlp.down_proj.weight [Dim,F]; optional I64 pos
+(default t, as HF without position_ids: give pos for left padding), valid
+(1 real, 0 padding) and seg [B,T], which serve queries and keys alike
+(self-attention), and dy [B,T,Dim]. Metadata
+num_attention_heads (Hq, required), num_key_value_heads (Hkv, dividing Hq;
+default Hq), head_dim (hd, even; default Dim/Hq), rms_norm_eps (default
+1e-6), rope_theta (default 10000), causal (default true), window (default
+0: none). A padding token's attention output is zero. Outputs y and, with
+dy, dx and grad.<weight name> for each weight.
+
+Example: attnlab ref -op block -in layer.safetensors -out result.safetensors`,
 })
 
 var (
-	refOp    = refCmd.flags.String("op", "", "operation: attention")
+	refOp    = refCmd.flags.String("op", "", "operation: attention, rope, rmsnorm, swiglu or block")
 	refIn    = refCmd.flags.String("in", "", "input safetensors file")
 	refOut   = refCmd.flags.String("out", "", "output safetensors file")
 	refDtype = refCmd.flags.String("dtype", "float64", "computation dtype: float64 or float32")

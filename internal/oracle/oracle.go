@@ -17,7 +17,7 @@ import (
 )
 
 // Ops lists the operations Run knows.
-var Ops = []string{"attention"}
+var Ops = []string{"attention", "rope", "rmsnorm", "swiglu", "block"}
 
 // Run runs op on the tensors of in, in the given dtype ("float64" or
 // "float32"; "" means float64). Every problem with the input is an error
@@ -32,6 +32,14 @@ func Run(op string, in *safetensors.File, dtype string) (*safetensors.File, erro
 	switch op {
 	case "attention":
 		return runAttention(in, dtype)
+	case "rope":
+		return runRoPE(in, dtype)
+	case "rmsnorm":
+		return runRMSNorm(in, dtype)
+	case "swiglu":
+		return runSwiGLU(in, dtype)
+	case "block":
+		return runBlock(in, dtype)
 	}
 	return nil, fmt.Errorf("unknown op %q (known: %s)", op, strings.Join(Ops, ", "))
 }
