@@ -39,6 +39,17 @@ metadata of the input file and returning the output tensors):
               head_dim, rms_norm_eps, rope_theta, causal, window. Outputs y
               and, with dy, dx and grad.<weight name>.
 
+  decoder     the language model of a checkpoint directory (config.json and
+              model.safetensors, F32 or F64, HF LlamaForCausalLM names) given
+              by the metadata key checkpoint, relative to the input file's
+              directory or absolute: embedding, the block above per layer,
+              final RMSNorm, LM head (the embedding when
+              tie_word_embeddings), F.cross_entropy(ignore_index=-100).
+              Inputs I64 tokens [B,T], optional I64 targets (default: shifted
+              labels), valid, seg and pos (default: counted over real tokens,
+              restarting at segment changes) [B,T]. Outputs logits [B,T,V],
+              loss [], I64 count [] and grad.<HF name> for every parameter.
+
 Gradient names: the gradient of an activation input NAME is dNAME, that of a
 weight input NAME is grad.NAME.
 
@@ -612,6 +623,35 @@ def repeat_kv(h, group):
     return h[:, :, None, :, :].expand(B, Hkv, group, T, hd).reshape(B, Hkv * group, T, hd)
 
 
+def llama_layer(x, w, pos, vis, live, Hq, Hkv, hd, eps, theta):
+    """One HF LlamaDecoderLayer on x [B,T,Dim] with the weights w (BLOCK_WEIGHTS
+    names): pre-norm attention with half-pairing RoPE at positions pos [B,T] and
+    the mask vis [B,T,T] (live [B,T]: rows that see a key), then the pre-norm
+    SwiGLU MLP, each added to the residual stream."""
+    B, T, _ = x.shape
+    F_ = torch.nn.functional
+
+    # h = x + o_proj(attention(n)), n = input_layernorm(x)
+    n = rms_norm(x, w["input_layernorm.weight"], eps)
+    q = F_.linear(n, w["self_attn.q_proj.weight"]).view(B, T, Hq, hd).transpose(1, 2)
+    k = F_.linear(n, w["self_attn.k_proj.weight"]).view(B, T, Hkv, hd).transpose(1, 2)
+    v = F_.linear(n, w["self_attn.v_proj.weight"]).view(B, T, Hkv, hd).transpose(1, 2)
+    angles = rope_angles(pos, hd, theta)
+    q, k = rope_half(q, angles), rope_half(k, angles)
+    k, v = repeat_kv(k, Hq // Hkv), repeat_kv(v, Hq // Hkv)
+    s = torch.matmul(q, k.transpose(2, 3)) * hd ** -0.5
+    live4 = live.view(B, 1, T, 1)
+    s = s.masked_fill(~vis.unsqueeze(1), float("-inf"))
+    s_safe = torch.where(live4, s, torch.zeros((), dtype=s.dtype))
+    # a padding query row sees no key: its probabilities, hence its output, are 0
+    p_attn = torch.where(live4, torch.softmax(s_safe, dim=-1), torch.zeros((), dtype=s.dtype))
+    o = torch.matmul(p_attn, v).transpose(1, 2).reshape(B, T, Hq * hd)
+    h = x + F_.linear(o, w["self_attn.o_proj.weight"])
+    # y = h + mlp(post_attention_layernorm(h))
+    n2 = rms_norm(h, w["post_attention_layernorm.weight"], eps)
+    return h + swiglu(n2, w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"], w["mlp.down_proj.weight"])
+
+
 def op_block(tensors, meta):
     check_names(tensors, "block", ["x", "dy", "pos", "valid", "seg"] + BLOCK_WEIGHTS)
     x = float_tensor(tensors, "x", 3)
@@ -676,27 +716,7 @@ def op_block(tensors, meta):
     x.requires_grad_(True)
     for p in w.values():
         p.requires_grad_(True)
-    F_ = torch.nn.functional
-
-    # h = x + o_proj(attention(n)), n = input_layernorm(x)
-    n = rms_norm(x, w["input_layernorm.weight"], eps)
-    q = F_.linear(n, w["self_attn.q_proj.weight"]).view(B, T, Hq, hd).transpose(1, 2)
-    k = F_.linear(n, w["self_attn.k_proj.weight"]).view(B, T, Hkv, hd).transpose(1, 2)
-    v = F_.linear(n, w["self_attn.v_proj.weight"]).view(B, T, Hkv, hd).transpose(1, 2)
-    angles = rope_angles(pos, hd, theta)
-    q, k = rope_half(q, angles), rope_half(k, angles)
-    k, v = repeat_kv(k, Hq // Hkv), repeat_kv(v, Hq // Hkv)
-    s = torch.matmul(q, k.transpose(2, 3)) * hd ** -0.5
-    live4 = live.view(B, 1, T, 1)
-    s = s.masked_fill(~vis.unsqueeze(1), float("-inf"))
-    s_safe = torch.where(live4, s, torch.zeros((), dtype=s.dtype))
-    # a padding query row sees no key: its probabilities, hence its output, are 0
-    p_attn = torch.where(live4, torch.softmax(s_safe, dim=-1), torch.zeros((), dtype=s.dtype))
-    o = torch.matmul(p_attn, v).transpose(1, 2).reshape(B, T, Hq * hd)
-    h = x + F_.linear(o, w["self_attn.o_proj.weight"])
-    # y = h + mlp(post_attention_layernorm(h))
-    n2 = rms_norm(h, w["post_attention_layernorm.weight"], eps)
-    y = h + swiglu(n2, w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"], w["mlp.down_proj.weight"])
+    y = llama_layer(x, w, pos, vis, live, Hq, Hkv, hd, eps, theta)
 
     out = {"y": y.detach().numpy()}
     if dy is not None:
@@ -707,12 +727,276 @@ def op_block(tensors, meta):
     return no_nan(out), {"op": "block", "dtype": "float64"}
 
 
+# ---------------------------------------------------------------- decoder
+
+DECODER_INPUTS = ["tokens", "targets", "valid", "seg", "pos"]
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
+
+
+def read_config(path):
+    """The LlamaConfig fields of config.json at path, with LlamaConfig's defaults
+    (as attnlab's model.ParseConfig: a zero rms_norm_eps or rope_theta means the
+    default too). Errors name the field."""
+    try:
+        with open(path, "rb") as f:
+            cfg = json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        raise OracleError("%s: %s" % (path, e.strerror or e))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise OracleError("%s: not valid JSON: %s" % (path, e))
+    if not isinstance(cfg, dict):
+        raise OracleError("%s: not a JSON object" % path)
+    if cfg.get("model_type", "llama") != "llama":
+        raise OracleError("%s: model_type %s, want llama" % (path, json.dumps(cfg["model_type"])))
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise OracleError("%s: hidden_act %s, want silu" % (path, json.dumps(cfg["hidden_act"])))
+    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+        raise OracleError("%s: attention_bias/mlp_bias set: this model has no biases" % path)
+    if cfg.get("rope_scaling") is not None:
+        raise OracleError("%s: rope_scaling is set: not supported" % path)
+
+    def count(name, default=None):
+        v = cfg.get(name)
+        if v is None and default is not None:
+            return default
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise OracleError("%s: %s = %s, want an integer >= 1" % (path, name, json.dumps(v)))
+        return v
+
+    def number(name, default):
+        v = cfg.get(name) or default
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+            raise OracleError("%s: %s = %s, want a finite number >= 0" % (path, name, json.dumps(v)))
+        return float(v)
+
+    c = {name: count(name) for name in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "vocab_size", "max_position_embeddings")}
+    c["num_key_value_heads"] = count("num_key_value_heads", c["num_attention_heads"])
+    if c["num_attention_heads"] % c["num_key_value_heads"] != 0:
+        raise OracleError("%s: num_key_value_heads = %d does not divide num_attention_heads = %d"
+                          % (path, c["num_key_value_heads"], c["num_attention_heads"]))
+    if cfg.get("head_dim"):  # absent, null or 0: hidden_size / num_attention_heads
+        c["head_dim"] = count("head_dim")
+    elif c["hidden_size"] % c["num_attention_heads"] != 0:
+        raise OracleError("%s: hidden_size = %d is not a multiple of num_attention_heads = %d (set head_dim)"
+                          % (path, c["hidden_size"], c["num_attention_heads"]))
+    else:
+        c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    if c["head_dim"] % 2 != 0:
+        raise OracleError("%s: head dimension %d is odd: RoPE rotates pairs" % (path, c["head_dim"]))
+    c["rms_norm_eps"] = number("rms_norm_eps", 1e-6)
+    c["rope_theta"] = number("rope_theta", 10000.0)
+    tie = cfg.get("tie_word_embeddings", False)
+    if not isinstance(tie, bool):
+        raise OracleError("%s: tie_word_embeddings = %s, want true or false" % (path, json.dumps(tie)))
+    c["tie_word_embeddings"] = tie
+    return c
+
+
+def checkpoint_shapes(c):
+    """{HF name: shape} of every parameter of LlamaForCausalLM with config c."""
+    D, F, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    q, kv = c["num_attention_heads"] * c["head_dim"], c["num_key_value_heads"] * c["head_dim"]
+    layer = {
+        "input_layernorm.weight": [D],
+        "self_attn.q_proj.weight": [q, D],
+        "self_attn.k_proj.weight": [kv, D],
+        "self_attn.v_proj.weight": [kv, D],
+        "self_attn.o_proj.weight": [D, q],
+        "post_attention_layernorm.weight": [D],
+        "mlp.gate_proj.weight": [F, D],
+        "mlp.up_proj.weight": [F, D],
+        "mlp.down_proj.weight": [D, F],
+    }
+    shapes = {"model.embed_tokens.weight": [V, D]}
+    for i in range(c["num_hidden_layers"]):
+        for name in BLOCK_WEIGHTS:
+            shapes["model.layers.%d.%s" % (i, name)] = layer[name]
+    shapes["model.norm.weight"] = [D]
+    if not c["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = [V, D]
+    return shapes
+
+
+def read_checkpoint(path):
+    """(config, {HF name: float64 tensor}) of the checkpoint directory path:
+    config.json and model.safetensors (F32 or F64), every tensor present with
+    the shape the config implies, and no other."""
+    if not os.path.isdir(path):
+        what = "no such directory" if not os.path.exists(path) else "not a directory"
+        raise OracleError("%s; want a checkpoint directory (config.json and model.safetensors)" % what)
+    c = read_config(os.path.join(path, "config.json"))
+    wpath = os.path.join(path, "model.safetensors")
+    try:
+        tensors, _ = read_safetensors(wpath)
+    except OSError as e:
+        raise OracleError("%s: %s" % (wpath, e.strerror or e))
+    except OracleError as e:
+        raise OracleError("%s: %s" % (wpath, e))
+    shapes = checkpoint_shapes(c)
+    params = {}
+    for name, shape in shapes.items():
+        if name not in tensors:
+            raise OracleError("%s: tensor %s missing" % (wpath, json.dumps(name)))
+        a = tensors[name]
+        if a.dtype.kind != "f":
+            raise OracleError("%s: tensor %s: dtype %s, want F32 or F64" % (wpath, json.dumps(name), _NAMES[a.dtype]))
+        if list(a.shape) != shape:
+            raise OracleError("%s: tensor %s has shape %s, the config implies %s" % (wpath, json.dumps(name), list(a.shape), shape))
+        params[name] = torch.from_numpy(a.astype(np.float64))
+    extra = sorted(set(tensors) - set(shapes))
+    if extra:
+        raise OracleError("%s: unexpected tensor %s" % (wpath, json.dumps(extra[0])))
+    return c, params
+
+
+def counted_positions(valid, seg):
+    """attnlab's model.Batch.Positions: per row, count real tokens from 0,
+    restarting where the segment id changes."""
+    B, T = valid.shape
+    pos = torch.zeros(B, T, dtype=torch.int64)
+    for b in range(B):
+        n = 0
+        for t in range(T):
+            if seg is not None and t > 0 and seg[b, t] != seg[b, t - 1]:
+                n = 0
+            pos[b, t] = n
+            if valid[b, t]:
+                n += 1
+    return pos
+
+
+def shifted_targets(tokens, valid, seg):
+    """attnlab's model.Batch.ShiftedTargets: token t predicts token t+1 of the
+    same row and segment when both are real; everything else is ignored."""
+    B, T = tokens.shape
+    tg = torch.full((B, T), IGNORE_INDEX, dtype=torch.int64)
+    for b in range(B):
+        for t in range(T - 1):
+            if valid[b, t] and valid[b, t + 1] and (seg is None or seg[b, t] == seg[b, t + 1]):
+                tg[b, t] = tokens[b, t + 1]
+    return tg
+
+
+def op_decoder(tensors, meta):
+    check_names(tensors, "decoder", DECODER_INPUTS)
+
+    def directory(val):
+        if not val:
+            raise ValueError("want the path of a checkpoint directory")
+        return val
+
+    m = parse_meta("decoder", meta, {"checkpoint": directory})
+    if "checkpoint" not in m:
+        raise OracleError('metadata "checkpoint": missing; give the path of a checkpoint directory '
+                          "(config.json and model.safetensors), relative to the input file's directory or absolute")
+    ck = m["checkpoint"]
+    if "tokens" not in tensors:
+        raise OracleError('tensor "tokens": missing')
+    a = tensors["tokens"]
+    if a.dtype != _DTYPES["I64"]:
+        raise OracleError('tensor "tokens": dtype %s, want I64' % _NAMES[a.dtype])
+    if a.ndim != 2:
+        raise OracleError('tensor "tokens": shape %s has %d dimensions, want 2 [B T]' % (list(a.shape), a.ndim))
+    if 0 in a.shape:
+        raise OracleError('tensor "tokens": shape %s has an empty dimension' % list(a.shape))
+    tokens = torch.from_numpy(a.astype(np.int64))
+    B, T = tokens.shape
+    targets = int_tensor(tensors, "targets", [B, T])
+    valid = bool_tensor(tensors, "valid", [B, T])
+    seg = int_tensor(tensors, "seg", [B, T])
+    pos = int_tensor(tensors, "pos", [B, T])
+    try:
+        c, params = read_checkpoint(ck)
+    except OracleError as e:
+        raise OracleError("metadata %s = %s: %s" % (json.dumps("checkpoint"), json.dumps(ck), e))
+    V, maxpos = c["vocab_size"], c["max_position_embeddings"]
+
+    def cell(i):
+        return "[%d, %d]" % (i // T, i % T)
+
+    bad = (valid & ((tokens < 0) | (tokens >= V))).reshape(-1)
+    if bad.any():
+        i = int(bad.nonzero()[0])
+        raise OracleError('tensor "tokens": %s = %d is outside the vocabulary [0, %d) of the checkpoint'
+                          % (cell(i), int(tokens.reshape(-1)[i]), V))
+    given_pos = pos is not None
+    if not given_pos:
+        pos = counted_positions(valid, seg)
+    bad = ((pos < 0) | (pos >= maxpos)).reshape(-1)
+    if bad.any():
+        i = int(bad.nonzero()[0])
+        name = "pos" if given_pos else "tokens"
+        raise OracleError("tensor %s: %s is at position %d, outside [0, %d) (max_position_embeddings)"
+                          % (json.dumps(name), cell(i), int(pos.reshape(-1)[i]), maxpos))
+    if targets is None:
+        targets = shifted_targets(tokens, valid, seg)
+    else:
+        counted = targets != IGNORE_INDEX
+        bad = (counted & ((targets < 0) | (targets >= V))).reshape(-1)
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            raise OracleError('tensor "targets": %s = %d is outside the vocabulary [0, %d) and is not %d'
+                              % (cell(i), int(targets.reshape(-1)[i]), V, IGNORE_INDEX))
+        bad = (counted & ~valid).reshape(-1)
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            raise OracleError('tensor "targets": %s is the target of a padding token; padding takes no target' % cell(i))
+
+    Hq, Hkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    eps, theta = c["rms_norm_eps"], c["rope_theta"]
+    F_ = torch.nn.functional
+    for p in params.values():
+        p.requires_grad_(True)
+    embed = params["model.embed_tokens.weight"]
+
+    # x = embedding; padding may hold any id: it is embedded as token 0
+    x = F_.embedding(torch.where(valid, tokens, torch.zeros_like(tokens)), embed)
+    # self-attention, causal by position, within a segment, over real tokens
+    vis = visibility(B, T, T, True, 0, "position", pos, pos, valid, valid, seg, seg)
+    live = vis.any(dim=-1)
+    for i in range(c["num_hidden_layers"]):
+        pre = "model.layers.%d." % i
+        x = llama_layer(x, {n: params[pre + n] for n in BLOCK_WEIGHTS}, pos, vis, live, Hq, Hkv, hd, eps, theta)
+    x = rms_norm(x, params["model.norm.weight"], eps)
+    logits = F_.linear(x, embed if c["tie_word_embeddings"] else params["lm_head.weight"])
+
+    count = int((targets != IGNORE_INDEX).sum())
+    names = list(params)
+    if count > 0:
+        loss = F_.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T), ignore_index=IGNORE_INDEX)
+        grads = torch.autograd.grad(loss, [params[n] for n in names])
+    else:  # F.cross_entropy would give NaN; attnlab's loss is 0 with no gradient
+        loss = torch.zeros((), dtype=torch.float64)
+        grads = [torch.zeros_like(params[n]) for n in names]
+    out = {
+        "logits": logits.detach().numpy(),
+        "loss": loss.detach().numpy(),
+        "count": np.array(count, dtype=np.int64),
+    }
+    for n, g in zip(names, grads):
+        out["grad." + n] = g.numpy()
+    return no_nan(out), {"op": "decoder", "dtype": "float64", "checkpoint": ck,
+                         "targets": "given" if "targets" in tensors else "shifted"}
+
+
+def resolve_paths(op, meta, src):
+    """As attnlab ref: a relative checkpoint path is relative to the directory
+    of the input file src."""
+    ck = meta.get("checkpoint")
+    if op == "decoder" and ck and not os.path.isabs(ck):
+        meta = dict(meta, checkpoint=os.path.join(os.path.dirname(src), ck))
+    return meta
+
+
 OPS = {
     "attention": op_attention,
     "rope": op_rope,
     "rmsnorm": op_rmsnorm,
     "swiglu": op_swiglu,
     "block": op_block,
+    "decoder": op_decoder,
 }
 
 
@@ -730,7 +1014,7 @@ def main(argv):
     for src, dst in zip(argv[1::2], argv[2::2]):
         try:
             tensors, meta = read_safetensors(src)
-            out, out_meta = OPS[op](tensors, meta)
+            out, out_meta = OPS[op](tensors, resolve_paths(op, meta, src))
             write_safetensors(dst, out, out_meta)
         except OracleError as e:
             msg = " ".join(str(e).split())

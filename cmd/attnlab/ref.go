@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"path/filepath"
 
 	"github.com/attnlab/attnlab/internal/oracle"
 	"github.com/attnlab/attnlab/safetensors"
@@ -65,11 +66,30 @@ default Hq), head_dim (hd, even; default Dim/Hq), rms_norm_eps (default
 0: none). A padding token's attention output is zero. Outputs y and, with
 dy, dx and grad.<weight name> for each weight.
 
+Op decoder: the whole language model of a checkpoint directory
+(config.json with LlamaConfig fields, model.safetensors with the tensor
+names of HF LlamaForCausalLM, F32 or F64), whose path is the metadata key
+checkpoint: relative to the directory of IN, or absolute. Inputs I64
+tokens [B,T] and optional I64 [B,T] targets (-100: no loss; default: the
+shifted labels, token t+1 of the same row and segment, none for padding and
+for the last token of a row or document), valid (1 real, 0 padding, which
+may hold any id), seg (packed documents) and pos (default: counted over
+real tokens from 0, restarting where seg changes). Attention is causal by
+position, within a segment, over real tokens. The loss is the mean
+cross-entropy over the targets other than -100 (0, with zero gradients,
+when there are none); backward always runs, from the loss. Real tokens
+and targets must lie in [0, vocab_size), positions in
+[0, max_position_embeddings), and a padding token takes no target.
+Outputs logits [B,T,V], loss (a scalar, shape []), I64 count (a scalar:
+the number of counted targets) and grad.<HF name> for every parameter
+(grad.model.layers.0.self_attn.q_proj.weight, ...; with tied embeddings
+the head's gradient is part of grad.model.embed_tokens.weight).
+
 Example: attnlab ref -op block -in layer.safetensors -out result.safetensors`,
 })
 
 var (
-	refOp    = refCmd.flags.String("op", "", "operation: attention, rope, rmsnorm, swiglu or block")
+	refOp    = refCmd.flags.String("op", "", "operation: attention, rope, rmsnorm, swiglu, block or decoder")
 	refIn    = refCmd.flags.String("in", "", "input safetensors file")
 	refOut   = refCmd.flags.String("out", "", "output safetensors file")
 	refDtype = refCmd.flags.String("dtype", "float64", "computation dtype: float64 or float32")
@@ -93,7 +113,7 @@ func runRef(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out, err := oracle.Run(*refOp, in, *refDtype)
+	out, err := oracle.RunAt(filepath.Dir(*refIn), *refOp, in, *refDtype)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // Ops lists the operations Run knows.
-var Ops = []string{"attention", "rope", "rmsnorm", "swiglu", "block"}
+var Ops = []string{"attention", "rope", "rmsnorm", "swiglu", "block", "decoder"}
 
 // Run runs op on the tensors of in, in the given dtype ("float64" or
 // "float32"; "" means float64). Every problem with the input is an error
@@ -40,6 +40,8 @@ func Run(op string, in *safetensors.File, dtype string) (*safetensors.File, erro
 		return runSwiGLU(in, dtype)
 	case "block":
 		return runBlock(in, dtype)
+	case "decoder":
+		return runDecoder(in, dtype)
 	}
 	return nil, fmt.Errorf("unknown op %q (known: %s)", op, strings.Join(Ops, ", "))
 }
