@@ -111,6 +111,9 @@ func Decoder() []Check[DecoderImpl] {
 		{Name: "packing-equals-separate", Kind: Semantic, Run: decoderPacking,
 			Claim: "two documents packed in one row with segment ids give the logits and loss terms of separate runs",
 			Limit: "segments as given by the caller"},
+		{Name: "batched-generation", Kind: Semantic, Run: decoderGeneration,
+			Claim: "greedy generation of 3 prompts of different lengths, left-padded into one batch, equals generating each alone",
+			Limit: "greedy decoding; sampling draws are tested in package model"},
 		{Name: "label-shift", Kind: Semantic, Run: decoderLabels,
 			Claim: "the loss is the mean of −log softmax(logits[t])[token t+1] within each document: position t predicts the next token",
 			Limit: "checks the targets, not the logits"},
@@ -373,4 +376,68 @@ func decoderLabels(impl DecoderImpl) Result {
 	}
 	res.Error = d
 	return res
+}
+
+// greedy generates n tokens after each prompt through impl's cache path:
+// prompts left-padded to one length, one prefill chunk, then one token per
+// step.
+func greedy(impl DecoderImpl, m *model64, p *params64, prompts [][]int, n int) ([][]int, error) {
+	B, L, V := len(prompts), 0, m.Config.VocabSize
+	for _, pr := range prompts {
+		L = max(L, len(pr))
+	}
+	tokens, valid := make([]int, B*L), make([]bool, B*L)
+	for r, pr := range prompts {
+		copy(tokens[r*L+L-len(pr):], pr)
+		for t := L - len(pr); t < L; t++ {
+			valid[r*L+t] = true
+		}
+	}
+	cache := m.NewCache(B, L+n)
+	out := make([][]int, B)
+	M := L
+	for range n {
+		logits := make([]float64, B*M*V)
+		err := protect(func() error {
+			slot, cfg, err := impl.Append(cache, m.Config.NumAttentionHeads, M, valid)
+			if err != nil {
+				return err
+			}
+			return impl.StepAt(m, logits, cache, p, tokens, slot, cfg)
+		})
+		if err != nil {
+			return nil, err
+		}
+		next := make([]int, B)
+		for r := range B {
+			row := logits[(r*M+M-1)*V : (r*M+M)*V]
+			for i, v := range row {
+				if v > row[next[r]] {
+					next[r] = i
+				}
+			}
+			out[r] = append(out[r], next[r])
+		}
+		tokens, valid, M = next, nil, 1
+	}
+	return out, nil
+}
+
+func decoderGeneration(impl DecoderImpl) Result {
+	m, p := testDecoder(7)
+	prompts := [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}, {5}}
+	batch, err := greedy(impl, m, p, prompts, 6)
+	if err != nil {
+		return errored(err, "batched: %v")
+	}
+	for r, pr := range prompts {
+		alone, err := greedy(impl, m, p, [][]int{pr}, 6)
+		if err != nil {
+			return errored(err, "alone: %v")
+		}
+		if fmt.Sprint(alone[0]) != fmt.Sprint(batch[r]) {
+			return fail("prompt %d: batched %v, alone %v", r, batch[r], alone[0])
+		}
+	}
+	return pass("3 prompts of 3, 5 and 1 tokens: 6 greedy tokens each, batched = alone")
 }
