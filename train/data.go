@@ -1,0 +1,226 @@
+package train
+
+import (
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
+)
+
+// Document is one source file of a corpus.
+type Document struct {
+	Path string // relative to the corpus root, slash-separated
+	Dir  string // its directory: the unit of the train/validation split
+	Text []byte
+}
+
+// GoSource reads the non-test .go files under root (skipping testdata and
+// vendor folders and hidden ones), in lexical order. It returns an error
+// naming root when there is no usable file.
+func GoSource(root string) ([]Document, error) {
+	var docs []Document
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if len(text) == 0 {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		docs = append(docs, Document{Path: rel, Dir: pathDir(rel), Text: text})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("train: corpus %s: %w", root, err)
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("train: corpus %s holds no non-test .go file", root)
+	}
+	return docs, nil
+}
+
+func pathDir(rel string) string {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i]
+	}
+	return "."
+}
+
+// Split divides docs by directory: a directory goes to validation when a
+// hash of its path falls in the first frac of the range, so whole packages
+// are held out and the split does not depend on the file order or on the
+// other directories present.
+func Split(docs []Document, frac float64) (trainDocs, valDocs []Document) {
+	for _, d := range docs {
+		h := fnv.New64a()
+		h.Write([]byte(d.Dir))
+		if float64(h.Sum64()%10000) < frac*10000 {
+			valDocs = append(valDocs, d)
+		} else {
+			trainDocs = append(trainDocs, d)
+		}
+	}
+	return trainDocs, valDocs
+}
+
+// Encoder turns text into token ids.
+type Encoder interface {
+	Encode(text []byte) []int
+}
+
+// Windows is a tokenized corpus cut into windows of T tokens for training.
+type Windows struct {
+	T      int
+	Tokens [][]int // each window's tokens (T)
+	Seg    [][]int // each window's segment ids (T), nil when not packed
+	Valid  [][]bool
+	Bytes  int // bytes of source text the windows hold
+}
+
+// Pack tokenizes docs, appends eos to each, and cuts the stream into windows
+// of T tokens. With pack, documents follow each other inside a window, each
+// with its own segment id, so that no document attends to another and every
+// document starts at position 0; a document longer than what is left of a
+// window continues in the next one as a new segment. Without pack, each
+// document starts a window of its own, truncated to T tokens or padded.
+func Pack(docs []Document, enc Encoder, eos, T int, pack bool) *Windows {
+	w := &Windows{T: T}
+	var toks, seg []int
+	var valid []bool
+	id := 0
+	flush := func() {
+		for len(toks) < T { // pad the last window, in the last document's segment
+			toks, seg, valid = append(toks, 0), append(seg, seg[len(seg)-1]), append(valid, false)
+		}
+		w.Tokens, w.Seg, w.Valid = append(w.Tokens, toks), append(w.Seg, seg), append(w.Valid, valid)
+		toks, seg, valid = nil, nil, nil
+	}
+	for _, d := range docs {
+		ids := append(enc.Encode(d.Text), eos)
+		w.Bytes += len(d.Text)
+		if !pack {
+			if len(ids) > T {
+				ids = ids[:T]
+			}
+			toks, seg, valid = ids, make([]int, len(ids)), make([]bool, len(ids))
+			for i := range valid {
+				valid[i] = true
+			}
+			flush()
+			continue
+		}
+		for len(ids) > 0 {
+			n := min(len(ids), T-len(toks))
+			for _, t := range ids[:n] {
+				toks, seg, valid = append(toks, t), append(seg, id), append(valid, true)
+			}
+			ids = ids[n:]
+			id++ // a continuation is a new segment: positions restart
+			if len(toks) == T {
+				flush()
+			}
+		}
+	}
+	if len(toks) > 0 {
+		flush()
+	}
+	if !pack {
+		w.Seg = nil
+	}
+	return w
+}
+
+// Order returns the window order of an epoch: a permutation drawn from a
+// generator seeded by (seed, epoch), so it is the same on every run and
+// after a resume.
+func Order(n int, seed uint64, epoch int) []int {
+	r := rand.New(rand.NewPCG(seed, uint64(epoch)))
+	return r.Perm(n)
+}
+
+// Batch assembles windows idx into a model batch with shifted targets.
+func (w *Windows) Batch(idx []int) *model.Batch {
+	b := &model.Batch{B: len(idx), T: w.T}
+	for _, i := range idx {
+		b.Tokens = append(b.Tokens, w.Tokens[i]...)
+		b.Valid = append(b.Valid, w.Valid[i]...)
+		if w.Seg != nil {
+			b.Seg = append(b.Seg, w.Seg[i]...)
+		}
+	}
+	b.Targets = b.ShiftedTargets()
+	return b
+}
+
+// Cursor walks the windows in epoch order, B at a time, remembering where it
+// is so that a resumed run continues exactly.
+type Cursor struct {
+	Seed  uint64
+	Epoch int
+	Next  int // index into the epoch's order
+	order []int
+	n     int
+}
+
+// NewCursor starts at epoch 0.
+func NewCursor(n int, seed uint64) *Cursor { return &Cursor{Seed: seed, n: n} }
+
+// Take returns the indices of the next B windows, moving to the next epoch
+// (a new permutation) when the current one is used up.
+func (c *Cursor) Take(B int) []int {
+	out := make([]int, 0, B)
+	for len(out) < B {
+		if c.order == nil {
+			c.order = Order(c.n, c.Seed, c.Epoch)
+		}
+		if c.Next >= len(c.order) {
+			c.Epoch, c.Next, c.order = c.Epoch+1, 0, nil
+			continue
+		}
+		out = append(out, c.order[c.Next])
+		c.Next++
+	}
+	return out
+}
+
+// Restore sets the cursor to a saved place.
+func (c *Cursor) Restore(epoch, next int) {
+	c.Epoch, c.Next, c.order = epoch, next, nil
+}
+
+// DecayFor reports whether weight decay applies to the parameter name: not
+// to norms and embeddings (the usual choice), to every other weight matrix.
+func DecayFor(name string) bool {
+	return !strings.HasSuffix(name, "norm.weight") && !strings.Contains(name, "embed_tokens")
+}
+
+// Params pairs a model's parameters with their gradients for the optimiser.
+func Params[T nn.Float](m *model.Model[T], p, g *model.Params[T], decayAll bool) []Param[T] {
+	pt, gt := m.Tensors(p), m.Tensors(g)
+	out := make([]Param[T], len(pt))
+	for i := range pt {
+		out[i] = Param[T]{Name: pt[i].Name, X: pt[i].Data, Grad: gt[i].Data, Decay: decayAll || DecayFor(pt[i].Name)}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
+)
+
+// Options are a training run's hyper-parameters.
+type Options struct {
+	BatchSize   int      // windows per micro-batch
+	Accum       int      // micro-batches per optimiser step (gradients averaged)
+	Steps       int      // optimiser steps of the run
+	Schedule    Schedule // learning rate per step
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+	WeightDecay float64
+	DecayAll    bool    // decay norms and embeddings too
+	Clip        float64 // global gradient-norm clip; 0: none
+	Seed        uint64  // data order
+}
+
+// Trainer holds a run's state: model, parameters, gradients, optimiser and
+// the place in the data.
+type Trainer[T nn.Float] struct {
+	Model   *model.Model[T]
+	Params  *model.Params[T]
+	Grads   *model.Params[T]
+	Opt     *AdamW[T]
+	Data    *Windows
+	Cursor  *Cursor
+	Options Options
+	Step    int // optimiser steps taken
+
+	acts   *model.Acts[T]
+	params []Param[T]
+}
+
+// NewTrainer starts a run at step 0 on data with parameters p.
+func NewTrainer[T nn.Float](m *model.Model[T], p *model.Params[T], data *Windows, o Options) (*Trainer[T], error) {
+	switch {
+	case o.BatchSize < 1 || o.Accum < 1:
+		return nil, fmt.Errorf("train: batch size %d and accumulation %d must be positive", o.BatchSize, o.Accum)
+	case data.T > m.Config.MaxPositionEmbeddings:
+		return nil, fmt.Errorf("train: window of %d tokens is longer than max_position_embeddings = %d", data.T, m.Config.MaxPositionEmbeddings)
+	case len(data.Tokens) == 0:
+		return nil, errors.New("train: no training windows")
+	}
+	t := &Trainer[T]{Model: m, Params: p, Grads: m.NewParams(), Opt: NewAdamW[T](o.Beta1, o.Beta2, o.Eps, o.WeightDecay),
+		Data: data, Cursor: NewCursor(len(data.Tokens), o.Seed), Options: o, acts: m.NewActs(o.BatchSize, data.T)}
+	t.params = Params(m, p, t.Grads, o.DecayAll)
+	return t, nil
+}
+
+// StepResult reports one optimiser step.
+type StepResult struct {
+	Step     int     // the step just taken, 1-based
+	Loss     float64 // mean over its micro-batches
+	GradNorm float64 // before clipping
+	LR       float64
+	Tokens   int // tokens with a target
+}
+
+// ErrNonFinite is returned, wrapped with the step, when a loss or gradient
+// is NaN or infinite; the parameters are then left as they were before the
+// step.
+var ErrNonFinite = errors.New("loss or gradient is not finite")
+
+// TrainStep takes one optimiser step: Accum micro-batches forward and
+// backward, gradients averaged, clipped, and applied by AdamW at the
+// schedule's rate.
+func (t *Trainer[T]) TrainStep() (StepResult, error) {
+	o := t.Options
+	t.Model.Zero(t.Grads)
+	var res StepResult
+	for range o.Accum {
+		b := t.Data.Batch(t.Cursor.Take(o.BatchSize))
+		loss, count, err := t.Model.Forward(t.acts, t.Params, b)
+		if err != nil {
+			return res, err
+		}
+		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+			return res, fmt.Errorf("train: step %d: %w (loss %v)", t.Step+1, ErrNonFinite, loss)
+		}
+		t.Model.Backward(t.Grads, t.Params, t.acts, b)
+		res.Loss += float64(loss) / float64(o.Accum)
+		res.Tokens += count
+	}
+	if o.Accum > 1 { // the mean of the micro-batches' mean losses
+		inv := T(1 / float64(o.Accum))
+		for _, p := range t.params {
+			for i := range p.Grad {
+				p.Grad[i] *= inv
+			}
+		}
+	}
+	res.GradNorm = ClipGradNorm(t.params, o.Clip)
+	if math.IsNaN(res.GradNorm) || math.IsInf(res.GradNorm, 0) {
+		return res, fmt.Errorf("train: step %d: %w (gradient norm %v)", t.Step+1, ErrNonFinite, res.GradNorm)
+	}
+	res.LR = o.Schedule.At(t.Step)
+	t.Opt.Update(t.params, res.LR)
+	t.Step++
+	res.Step = t.Step
+	return res, nil
+}
+
+// Evaluate returns the mean loss per target token over the windows of data
+// (all of them, B at a time), and the total loss in nats.
+func Evaluate[T nn.Float](m *model.Model[T], p *model.Params[T], data *Windows, B int) (mean, total float64, tokens int, err error) {
+	a := m.NewActs(B, data.T)
+	for start := 0; start < len(data.Tokens); start += B {
+		idx := make([]int, 0, B)
+		for i := start; i < min(start+B, len(data.Tokens)); i++ {
+			idx = append(idx, i)
+		}
+		b := data.Batch(idx)
+		if len(idx) != B {
+			a = m.NewActs(len(idx), data.T)
+		}
+		loss, count, err := m.Forward(a, p, b)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		total += float64(loss) * float64(count)
+		tokens += count
+	}
+	if tokens == 0 {
+		return 0, 0, 0, errors.New("train: no validation tokens")
+	}
+	return total / float64(tokens), total, tokens, nil
+}
