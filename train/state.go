@@ -1,0 +1,115 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/attnlab/attnlab/safetensors"
+)
+
+// Files a training checkpoint holds beside the model's.
+const (
+	OptimizerFile = "optimizer.safetensors"
+	StateFile     = "trainer_state.json"
+)
+
+// State is where a run is: enough, with the parameters and the optimiser's
+// moments, to continue it exactly.
+type State struct {
+	Step    int     `json:"step"`
+	Epoch   int     `json:"epoch"`
+	Next    int     `json:"next"`
+	Seed    uint64  `json:"seed"`
+	Windows int     `json:"windows"` // training windows: a resumed run must see the same data
+	Options Options `json:"options"`
+}
+
+// Files returns the extra checkpoint files of the run: the optimiser's
+// moments (as float32 or float64, like the parameters) and the state.
+func (t *Trainer[T]) Files() (map[string][]byte, error) {
+	f := safetensors.New()
+	f.Metadata = map[string]string{"step": strconv.Itoa(t.Opt.Step)}
+	for _, p := range t.params {
+		for _, kv := range []struct {
+			prefix string
+			data   []T
+		}{{"m.", t.Opt.M[p.Name]}, {"v.", t.Opt.V[p.Name]}} {
+			data := kv.data
+			if data == nil {
+				data = make([]T, len(p.X))
+			}
+			switch d := any(data).(type) {
+			case []float32:
+				f.SetF32(kv.prefix+p.Name, []int{len(d)}, d)
+			case []float64:
+				f.SetF64(kv.prefix+p.Name, []int{len(d)}, d)
+			}
+		}
+	}
+	opt, err := f.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	st, err := json.MarshalIndent(State{Step: t.Step, Epoch: t.Cursor.Epoch, Next: t.Cursor.Next, Seed: t.Cursor.Seed,
+		Windows: len(t.Data.Tokens), Options: t.Options}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{OptimizerFile: opt, StateFile: append(st, '\n')}, nil
+}
+
+// Resume restores the optimiser and the data cursor from a checkpoint
+// directory written with Files. The parameters are the caller's to load (with
+// model.Load). It returns an error naming the file and field when the
+// checkpoint belongs to another run: other options, other data.
+func (t *Trainer[T]) Resume(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return fmt.Errorf("train: resume: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("train: resume: %s: %w", StateFile, err)
+	}
+	if st.Windows != len(t.Data.Tokens) {
+		return fmt.Errorf("train: resume: %s: the checkpoint was trained on %d windows, this data has %d", StateFile, st.Windows, len(t.Data.Tokens))
+	}
+	if st.Options != t.Options {
+		return fmt.Errorf("train: resume: %s: the checkpoint's options %+v differ from this run's %+v", StateFile, st.Options, t.Options)
+	}
+	f, err := safetensors.ReadFile(filepath.Join(dir, OptimizerFile))
+	if err != nil {
+		return fmt.Errorf("train: resume: %w", err)
+	}
+	step, err := strconv.Atoi(f.Metadata["step"])
+	if err != nil {
+		return fmt.Errorf("train: resume: %s: metadata step %q: %v", OptimizerFile, f.Metadata["step"], err)
+	}
+	for _, p := range t.params {
+		for _, kv := range []struct {
+			prefix string
+			dst    map[string][]T
+		}{{"m.", t.Opt.M}, {"v.", t.Opt.V}} {
+			x, shape, err := f.Float64(kv.prefix + p.Name)
+			if err != nil {
+				return fmt.Errorf("train: resume: %s: %w", OptimizerFile, err)
+			}
+			if !slices.Equal(shape, []int{len(p.X)}) {
+				return fmt.Errorf("train: resume: %s: tensor %q has shape %v, want [%d]", OptimizerFile, kv.prefix+p.Name, shape, len(p.X))
+			}
+			v := make([]T, len(x))
+			for i, e := range x {
+				v[i] = T(e)
+			}
+			kv.dst[p.Name] = v
+		}
+	}
+	t.Opt.Step, t.Step = step, st.Step
+	t.Cursor.Seed = st.Seed
+	t.Cursor.Restore(st.Epoch, st.Next)
+	return nil
+}
