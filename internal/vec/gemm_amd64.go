@@ -1,0 +1,113 @@
+//go:build !purego
+
+package vec
+
+//go:noescape
+func gemm32KernelAVX512(k int, a, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func gemm64KernelAVX512(k int, a, b, c []float64, ldc int, alpha, beta float64)
+
+//go:noescape
+func gemm32KernelAVX2(k int, a, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func gemm64KernelAVX2(k int, a, b, c []float64, ldc int, alpha, beta float64)
+
+//go:noescape
+func pack32CopyAVX512(dst, src []float32, ld, rows, np, nr int, tmask, smask uint32)
+
+//go:noescape
+func pack64CopyAVX512(dst, src []float64, ld, rows, np, nr int, tmask, smask uint32)
+
+//go:noescape
+func pack32TransAVX512(dst, src []float32, ld, r, kb, w int)
+
+//go:noescape
+func pack64TransAVX512(dst, src []float64, ld, r, kb, w int)
+
+// Register tiles are fixed by the assembly (mkasm.go). The cache blocks are
+// sized for Zen 5 (48 KiB L1d, 1 MiB L2 per core): an nr×kc panel of B takes
+// about half of L1, an mc×kc block of A about a quarter of L2. A sweep of
+// mc ∈ [112, 504] and kc ∈ [128, 384] found no setting better than the
+// noise of a shared machine.
+var (
+	avx512Kernel32 = gemmKernel[float32]{
+		mr: 14, nr: 32, mc: 336, kc: 192, nc: 3072,
+		fn:       gemm32KernelAVX512,
+		packCopy: packCopyAVX512[float32], packTrans: packTransAVX512[float32],
+	}
+	avx512Kernel64 = gemmKernel[float64]{
+		mr: 14, nr: 16, mc: 168, kc: 192, nc: 3072,
+		fn:       gemm64KernelAVX512,
+		packCopy: packCopyAVX512[float64], packTrans: packTransAVX512[float64],
+	}
+	avx2Kernel32 = gemmKernel[float32]{
+		mr: 6, nr: 16, mc: 192, kc: 256, nc: 3072,
+		fn:       gemm32KernelAVX2,
+		packCopy: packCopyGeneric[float32], packTrans: packTransGeneric[float32],
+	}
+	avx2Kernel64 = gemmKernel[float64]{
+		mr: 6, nr: 8, mc: 96, kc: 256, nc: 3072,
+		fn:       gemm64KernelAVX2,
+		packCopy: packCopyGeneric[float64], packTrans: packTransGeneric[float64],
+	}
+)
+
+func kernel32() *gemmKernel[float32] {
+	switch {
+	case useAVX512:
+		return &avx512Kernel32
+	case useAVX2:
+		return &avx2Kernel32
+	}
+	return &genericKernel32
+}
+
+func kernel64() *gemmKernel[float64] {
+	switch {
+	case useAVX512:
+		return &avx512Kernel64
+	case useAVX2:
+		return &avx2Kernel64
+	}
+	return &genericKernel64
+}
+
+// packCopyAVX512 is packCopyGeneric for nr ≤ 2 vectors. The bounds checks
+// here stand in for those the assembly does not make.
+func packCopyAVX512[T float](dst, src []T, ld, rows, w, nr int) {
+	if rows == 0 || w == 0 {
+		return
+	}
+	_ = src[(rows-1)*ld+w-1]
+	_ = dst[ceilDiv(w, nr)*nr*rows-1]
+	// Lane masks of the two vectors: the low 16 (float32) or 8 (float64)
+	// bits cover the first one.
+	np, tail := w/nr, w%nr
+	tmask, smask := uint32(uint64(1)<<tail-1), uint32(uint64(1)<<nr-1)
+	switch d := any(dst).(type) {
+	case []float32:
+		pack32CopyAVX512(d, any(src).([]float32), ld, rows, np, nr, tmask, smask)
+	case []float64:
+		pack64CopyAVX512(d, any(src).([]float64), ld, rows, np, nr, tmask, smask)
+	}
+}
+
+// packTransAVX512 is packTransGeneric. The bounds checks here stand in for
+// those the assembly does not make.
+func packTransAVX512[T float](dst, src []T, ld, r, kb, w int) {
+	if kb == 0 {
+		return
+	}
+	if r > 0 {
+		_ = src[(r-1)*ld+kb-1]
+	}
+	_ = dst[kb*w-1]
+	switch d := any(dst).(type) {
+	case []float32:
+		pack32TransAVX512(d, any(src).([]float32), ld, r, kb, w)
+	case []float64:
+		pack64TransAVX512(d, any(src).([]float64), ld, r, kb, w)
+	}
+}

@@ -1,0 +1,8 @@
+package vec
+
+// scaleGeneric is the portable Scale.
+func scaleGeneric[T float](alpha T, x []T) {
+	for i := range x {
+		x[i] *= alpha
+	}
+}
