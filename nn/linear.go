@@ -24,6 +24,17 @@ type Linear[T Float] struct {
 func (l Linear[T]) Forward(y, x, w, b []T, n int) {
 	l.check("Linear.Forward", "y", "b", y, x, w, b, n)
 	In, Out := l.In, l.Out
+	if n > 0 && gemm(false, true, n, Out, In, x, In, w, In, 0, y, Out) { // y = x wᵀ
+		if l.Bias {
+			for i := range n {
+				yi := y[i*Out : (i+1)*Out]
+				for o := range yi {
+					yi[o] += b[o]
+				}
+			}
+		}
+		return
+	}
 	for i := range n {
 		xi := x[i*In : (i+1)*In]
 		yi := y[i*Out : (i+1)*Out]
@@ -62,6 +73,17 @@ func (l Linear[T]) Backward(dx, dw, db, dy, x, w []T, n int) {
 	mustLen("Linear.Backward", "dx", len(dx), n*l.In, "n*In")
 	mustLen("Linear.Backward", "dw", len(dw), l.Out*l.In, "Out*In")
 	In, Out := l.In, l.Out
+	if n > 0 && gemm(false, false, n, In, Out, dy, Out, w, In, 1, dx, In) { // dx += dy w
+		gemm(true, false, Out, In, n, dy, Out, x, In, 1, dw, In) // dw += dyᵀ x
+		if l.Bias {
+			for i := range n {
+				for o, g := range dy[i*Out : (i+1)*Out] {
+					db[o] += g
+				}
+			}
+		}
+		return
+	}
 	for i := range n {
 		xi := x[i*In : (i+1)*In]
 		dxi := dx[i*In : (i+1)*In]

@@ -185,3 +185,25 @@ func TestDecadeTicks(t *testing.T) {
 		}
 	}
 }
+
+func TestCurvesPNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loss.png")
+	err := CurvesPNG(path, "loss", "step", "nats", []Series{
+		{Name: "train", X: []float64{1, 2, 3}, Y: []float64{5, 4, 3.5}},
+		{Name: "validation", X: []float64{3}, Y: []float64{math.NaN()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("not a PNG: %v", err)
+	}
+	if err := CurvesPNG(path, "", "", "", nil); err == nil {
+		t.Error("an empty plot was accepted")
+	}
+}

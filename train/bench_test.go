@@ -1,0 +1,41 @@
+package train
+
+import (
+	"testing"
+
+	"github.com/attnlab/attnlab/model"
+)
+
+// BenchmarkTrainStep measures training throughput of attnlab train's default
+// model (dim 128, 4 layers, 4/2 heads, ffn 352, vocabulary 2048, tied
+// embeddings) on batches of 8 windows of 128 tokens, in tokens per second.
+func BenchmarkTrainStep(b *testing.B) {
+	m, err := model.New[float32](model.Config{HiddenSize: 128, IntermediateSize: 352, NumHiddenLayers: 4,
+		NumAttentionHeads: 4, NumKeyValueHeads: 2, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 2048,
+		MaxPositionEmbeddings: 256, TieWordEmbeddings: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := m.NewParams()
+	m.Init(p, 0.02, 1)
+	w := &Windows{T: 128}
+	for i := range 64 {
+		toks, seg, valid := make([]int, 128), make([]int, 128), make([]bool, 128)
+		for j := range toks {
+			toks[j], seg[j], valid[j] = (i*131+j*17)%2048, j/50, true
+		}
+		w.Tokens, w.Seg, w.Valid = append(w.Tokens, toks), append(w.Seg, seg), append(w.Valid, valid)
+	}
+	tr, err := NewTrainer(m, p, w, Options{BatchSize: 8, Accum: 1, Steps: 1 << 30,
+		Schedule: Schedule{Peak: 1e-3, Min: 1e-4, Warmup: 10, Total: 1000}, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := tr.TrainStep(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(8*128*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
