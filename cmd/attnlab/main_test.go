@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -141,5 +142,59 @@ func TestGradcheckOps(t *testing.T) {
 	}
 	if code, _, _ := attnlab(t, "gradcheck", "-op", "rope", "-d", "5"); code != 2 {
 		t.Errorf("odd RoPE dimension: exit %d, want 2", code)
+	}
+}
+
+// tinyCorpus writes a few Go packages into a temporary folder.
+func tinyCorpus(t *testing.T) string {
+	dir := t.TempDir()
+	for i, pkg := range []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"} {
+		os.MkdirAll(filepath.Join(dir, pkg), 0o755)
+		src := fmt.Sprintf("package %s\n\n// Sum%d adds.\nfunc Sum%d(a, b int) int {\n\treturn a + b + %d\n}\n", pkg, i, i, i)
+		for j := range 20 {
+			src += fmt.Sprintf("\nfunc f%d(x int) int {\n\tif x > %d {\n\t\treturn x - 1\n\t}\n\treturn x * 2\n}\n", j, j)
+		}
+		os.WriteFile(filepath.Join(dir, pkg, pkg+".go"), []byte(src), 0o644)
+	}
+	return dir
+}
+
+// TestTrainResumeAndGenerate runs a tiny training end to end, interrupts it
+// by running only part of the steps, resumes, and generates from the result.
+func TestTrainResumeAndGenerate(t *testing.T) {
+	src, out := tinyCorpus(t), filepath.Join(t.TempDir(), "run")
+	common := []string{"-src", src, "-out", out, "-vocab", "300", "-dim", "16", "-layers", "1", "-heads", "2", "-kv-heads", "1",
+		"-ffn", "32", "-window", "32", "-batch", "2", "-eval-every", "2", "-ckpt-every", "2", "-quiet", "-val-frac", "0.3"}
+	code, stdout, stderr := attnlab(t, append([]string{"train", "-steps", "4"}, common...)...)
+	if code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, f := range []string{"curves.csv", "loss.png", "checkpoint/config.json", "checkpoint/model.safetensors", "checkpoint/tokenizer.json", "checkpoint/optimizer.safetensors"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	if !strings.Contains(stdout, "bits/byte") {
+		t.Errorf("no bits per byte in:\n%s", stdout)
+	}
+	// A run of 4 steps resumed at its end with -steps 4 does nothing more; the
+	// exactness of resume is tested in package train.
+	code, stdout, stderr = attnlab(t, append([]string{"train", "-steps", "4", "-resume"}, common...)...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = attnlab(t, "generate", "-model", filepath.Join(out, "checkpoint"), "-prompt", "func f(", "-n", "5", "-temp", "0")
+	if code != 0 || !strings.HasPrefix(stdout, "func f(") {
+		t.Errorf("generate: exit %d, %q %s", code, stdout, stderr)
+	}
+	// Bad input: an empty corpus, a window beyond the positions, a resume
+	// with another model.
+	for _, args := range [][]string{
+		{"train", "-src", t.TempDir(), "-out", filepath.Join(t.TempDir(), "x"), "-quiet"},
+		append(append([]string{"train", "-resume", "-steps", "4"}, common...), "-dim", "32"),
+	} {
+		if code, _, stderr := attnlab(t, args...); code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
 	}
 }
