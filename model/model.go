@@ -213,13 +213,30 @@ type Acts[T nn.Float] struct {
 	Logits []T // (B·T, V)
 	Probs  []T // softmax of Logits, kept for the backward
 
-	targets []int
-	count   int
-	dx, dxf []T
+	targets      []int
+	count        int
+	dx, dxf      []T
+	checkpointed bool
 }
 
-// NewActs returns activations for B sequences of T tokens.
+// NewActs returns activations for B sequences of T tokens, keeping every
+// block's activations for the backward.
 func (m *Model[T]) NewActs(B, Tn int) *Acts[T] {
+	return m.newActs(B, Tn, m.Config.NumHiddenLayers)
+}
+
+// NewCheckpointedActs returns activations for B sequences of T tokens that
+// keep only each block's input: the backward recomputes a block's
+// activations, one block at a time, into a single shared buffer (activation
+// checkpointing). Gradients are bit-identical to those of NewActs; the
+// memory of L−1 blocks' activations is saved for one extra forward pass.
+func (m *Model[T]) NewCheckpointedActs(B, Tn int) *Acts[T] {
+	a := m.newActs(B, Tn, 1)
+	a.checkpointed = true
+	return a
+}
+
+func (m *Model[T]) newActs(B, Tn, blocks int) *Acts[T] {
 	c := m.Config
 	n, D, V := B*Tn, c.HiddenSize, c.VocabSize
 	a := &Acts[T]{XF: make([]T, n*D), RstdF: make([]T, n), Logits: make([]T, n*V), Probs: make([]T, n*V),
@@ -227,10 +244,18 @@ func (m *Model[T]) NewActs(B, Tn int) *Acts[T] {
 	for range c.NumHiddenLayers + 1 {
 		a.X = append(a.X, make([]T, n*D))
 	}
-	for range c.NumHiddenLayers {
+	for range blocks {
 		a.Blocks = append(a.Blocks, m.Block.NewBlockActs(B, Tn))
 	}
 	return a
+}
+
+// block returns the activations of block l.
+func (a *Acts[T]) block(l int) *BlockActs[T] {
+	if a.checkpointed {
+		return a.Blocks[0]
+	}
+	return a.Blocks[l]
 }
 
 // Forward runs the model on b, leaving the logits in a.Logits, and returns the
@@ -255,7 +280,7 @@ func (m *Model[T]) Forward(a *Acts[T], p *Params[T], b *Batch) (loss T, count in
 	nn.Embedding[T]{V: V, D: D}.Forward(a.X[0], tokens, p.Embed)
 	ac := b.Attention(c)
 	for l := range p.Layers {
-		if err := m.Block.Forward(a.X[l+1], a.Blocks[l], a.X[l], &p.Layers[l], ac); err != nil {
+		if err := m.Block.Forward(a.X[l+1], a.block(l), a.X[l], &p.Layers[l], ac); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -285,8 +310,13 @@ func (m *Model[T]) Backward(g, p *Params[T], a *Acts[T], b *Batch) {
 	ac := b.Attention(c)
 	for l := len(p.Layers) - 1; l >= 0; l-- {
 		// forward was: X[l+1] = Block(X[l]); a.dx holds ∂L/∂X[l+1]
+		if a.checkpointed {
+			// recompute the block's activations from its saved input; the
+			// output, already in X[l+1], is written again with the same bits
+			m.Block.Forward(a.X[l+1], a.Blocks[0], a.X[l], &p.Layers[l], ac)
+		}
 		clear(a.dxf)
-		m.Block.Backward(a.dxf, &g.Layers[l], a.dx, a.X[l], &p.Layers[l], a.Blocks[l], ac)
+		m.Block.Backward(a.dxf, &g.Layers[l], a.dx, a.X[l], &p.Layers[l], a.block(l), ac)
 		a.dx, a.dxf = a.dxf, a.dx
 	}
 	// forward was: X[0] = Embed[tokens]; padding rows carry no gradient
