@@ -1,0 +1,324 @@
+package attention
+
+import "math"
+
+// The tile-level matrix products of the fused attention. Each is one small
+// function over packed row-major tiles, so that it can be replaced by a
+// SIMD GEMM without touching the tile loops. They are plain Go written for
+// the compiler: every row is re-sliced to the common length before the inner
+// loop, which lets the compiler prove the indices in range and drop the
+// bounds checks, and the inner loops carry several independent sums (or four
+// coefficients) per step, so that the latency of one addition does not
+// serialise the loop.
+//
+// Without FMA (GOAMD64=v1, the default) a scalar multiply-add costs a
+// multiplication and an addition. The dot-product form (gemmNT) is bound by
+// the latency of its running sums, so it keeps six of them going; the
+// accumulating forms (gemmNN, gemmTN) have no such chain and are bound by
+// loads and stores, so they reuse each loaded row of b for two rows of c.
+
+// gemmNT computes, overwriting c,
+//
+//	c = alpha · a bᵀ    a is (m, k), b is (n, k), c is (m, n)
+//
+// It is S = Q Kᵀ · scale and dP = dO Vᵀ: each element is a dot product of
+// two contiguous rows, summed with one accumulator in the order of k, so
+// every blocking gives the same bits. Blocks of 2 rows of a × 3 rows of b:
+// six independent sums per step from five loads, which fits the registers
+// (2 × 4 spills) and keeps the adder busy while earlier sums complete.
+func gemmNT[T Float](c, a, b []T, m, n, k int, alpha T) {
+	i := 0
+	for ; i+2 <= m; i += 2 {
+		a0 := a[i*k : i*k+k]
+		a1 := a[(i+1)*k : (i+1)*k+k]
+		a1 = a1[:len(a0)]
+		c0 := c[i*n : i*n+n]
+		c1 := c[(i+1)*n : (i+1)*n+n]
+		c1 = c1[:len(c0)]
+		j := 0
+		for ; j+3 <= n; j += 3 {
+			b0 := b[j*k : j*k+k]
+			b1 := b[(j+1)*k : (j+1)*k+k]
+			b2 := b[(j+2)*k : (j+2)*k+k]
+			b0, b1, b2 = b0[:len(a0)], b1[:len(a0)], b2[:len(a0)]
+			var s00, s01, s02, s10, s11, s12 T
+			for x, u := range a0 {
+				w := a1[x]
+				s00 += u * b0[x]
+				s10 += w * b0[x]
+				s01 += u * b1[x]
+				s11 += w * b1[x]
+				s02 += u * b2[x]
+				s12 += w * b2[x]
+			}
+			c0[j], c0[j+1], c0[j+2] = alpha*s00, alpha*s01, alpha*s02
+			c1[j], c1[j+1], c1[j+2] = alpha*s10, alpha*s11, alpha*s12
+		}
+		for ; j < n; j++ {
+			bj := b[j*k : j*k+k]
+			bj = bj[:len(a0)]
+			var s0, s1 T
+			for x, u := range a0 {
+				s0 += u * bj[x]
+				s1 += a1[x] * bj[x]
+			}
+			c0[j], c1[j] = alpha*s0, alpha*s1
+		}
+	}
+	if i < m {
+		a0 := a[i*k : i*k+k]
+		c0 := c[i*n : i*n+n]
+		j := 0
+		for ; j+4 <= n; j += 4 {
+			b0 := b[j*k : j*k+k]
+			b1 := b[(j+1)*k : (j+1)*k+k]
+			b2 := b[(j+2)*k : (j+2)*k+k]
+			b3 := b[(j+3)*k : (j+3)*k+k]
+			b0, b1, b2, b3 = b0[:len(a0)], b1[:len(a0)], b2[:len(a0)], b3[:len(a0)]
+			var s0, s1, s2, s3 T
+			for x, u := range a0 {
+				s0 += u * b0[x]
+				s1 += u * b1[x]
+				s2 += u * b2[x]
+				s3 += u * b3[x]
+			}
+			c0[j], c0[j+1], c0[j+2], c0[j+3] = alpha*s0, alpha*s1, alpha*s2, alpha*s3
+		}
+		for ; j < n; j++ {
+			bj := b[j*k : j*k+k]
+			bj = bj[:len(a0)]
+			var s T
+			for x, u := range a0 {
+				s += u * bj[x]
+			}
+			c0[j] = alpha * s
+		}
+	}
+}
+
+// gemmNN adds
+//
+//	c += a b    a is (m, k), b is (k, n), c is (m, n)
+//
+// in the i-k-j order: row i of c collects the rows of b weighted by row i of
+// a. It is O += P V and dQ += dS K. Two rows of c and four rows of b per step:
+// each loaded element of b serves two rows. Every row of c, paired or not,
+// is summed in the same order (blocks of four rows of b, then the rest one by
+// one), the order gemmNNSkip follows too.
+func gemmNN[T Float](c, a, b []T, m, n, k int) {
+	i := 0
+	for ; i+2 <= m; i += 2 {
+		c0 := c[i*n : i*n+n]
+		c1 := c[(i+1)*n : (i+1)*n+n]
+		c1 = c1[:len(c0)]
+		a0 := a[i*k : i*k+k]
+		a1 := a[(i+1)*k : (i+1)*k+k]
+		a1 = a1[:len(a0)]
+		r := 0
+		for ; r+4 <= k; r += 4 {
+			x0, x1, x2, x3 := a0[r], a0[r+1], a0[r+2], a0[r+3]
+			y0, y1, y2, y3 := a1[r], a1[r+1], a1[r+2], a1[r+3]
+			b0 := b[r*n : r*n+n]
+			b1 := b[(r+1)*n : (r+1)*n+n]
+			b2 := b[(r+2)*n : (r+2)*n+n]
+			b3 := b[(r+3)*n : (r+3)*n+n]
+			b0, b1, b2, b3 = b0[:len(c0)], b1[:len(c0)], b2[:len(c0)], b3[:len(c0)]
+			for x := range c0 {
+				e0, e1, e2, e3 := b0[x], b1[x], b2[x], b3[x]
+				c0[x] += x0*e0 + x1*e1 + x2*e2 + x3*e3
+				c1[x] += y0*e0 + y1*e1 + y2*e2 + y3*e3
+			}
+		}
+		for ; r < k; r++ {
+			x0, y0 := a0[r], a1[r]
+			br := b[r*n : r*n+n]
+			br = br[:len(c0)]
+			for x, e := range br {
+				c0[x] += x0 * e
+				c1[x] += y0 * e
+			}
+		}
+	}
+	if i < m {
+		axpy4(c[i*n:i*n+n], a[i*k:i*k+k], 1, b, n, k, nil)
+	}
+}
+
+// gemmTN adds
+//
+//	c += aᵀ b    a is (k, m), b is (k, n), c is (m, n)
+//
+// in the i-k-j order, reading a down its columns: row i of c collects the
+// rows of b weighted by column i of a. It is dV += Pᵀ dO and dK += dSᵀ Q. Two
+// rows of c and four rows of b per step, summed in the order of gemmNN.
+func gemmTN[T Float](c, a, b []T, m, n, k int) {
+	i := 0
+	for ; i+2 <= m; i += 2 {
+		c0 := c[i*n : i*n+n]
+		c1 := c[(i+1)*n : (i+1)*n+n]
+		c1 = c1[:len(c0)]
+		r := 0
+		for ; r+4 <= k; r += 4 {
+			x0, y0 := a[r*m+i], a[r*m+i+1]
+			x1, y1 := a[(r+1)*m+i], a[(r+1)*m+i+1]
+			x2, y2 := a[(r+2)*m+i], a[(r+2)*m+i+1]
+			x3, y3 := a[(r+3)*m+i], a[(r+3)*m+i+1]
+			b0 := b[r*n : r*n+n]
+			b1 := b[(r+1)*n : (r+1)*n+n]
+			b2 := b[(r+2)*n : (r+2)*n+n]
+			b3 := b[(r+3)*n : (r+3)*n+n]
+			b0, b1, b2, b3 = b0[:len(c0)], b1[:len(c0)], b2[:len(c0)], b3[:len(c0)]
+			for x := range c0 {
+				e0, e1, e2, e3 := b0[x], b1[x], b2[x], b3[x]
+				c0[x] += x0*e0 + x1*e1 + x2*e2 + x3*e3
+				c1[x] += y0*e0 + y1*e1 + y2*e2 + y3*e3
+			}
+		}
+		for ; r < k; r++ {
+			x0, y0 := a[r*m+i], a[r*m+i+1]
+			br := b[r*n : r*n+n]
+			br = br[:len(c0)]
+			for x, e := range br {
+				c0[x] += x0 * e
+				c1[x] += y0 * e
+			}
+		}
+	}
+	if i < m {
+		axpy4(c[i*n:i*n+n], a[i:], m, b, n, k, nil)
+	}
+}
+
+// gemmNNSkip is gemmNN for partially visible tiles, where a holds exact
+// zeros (P = 0, dS = 0) for hidden pairs. A row of b whose coefficient is 0
+// is read as a row of zeros instead: 0 · 0 adds nothing, while 0 · NaN would
+// let whatever a hidden row holds (an unwritten cache slot) leak into the
+// result. The reference skips such terms; so does this, and since adding an
+// exact zero leaves a sum unchanged, each row of c comes out bit-identical to
+// gemmNN's. zero must hold n zeros.
+func gemmNNSkip[T Float](c, a, b []T, m, n, k int, zero []T) {
+	for i := range m {
+		axpy4(c[i*n:i*n+n], a[i*k:i*k+k], 1, b, n, k, zero[:n])
+	}
+}
+
+// gemmTNSkip is gemmTN for partially visible tiles (see gemmNNSkip): a
+// padding query's row of Q or dO never reaches dK or dV.
+func gemmTNSkip[T Float](c, a, b []T, m, n, k int, zero []T) {
+	for i := range m {
+		axpy4(c[i*n:i*n+n], a[i:], m, b, n, k, zero[:n])
+	}
+}
+
+// axpy4 adds to the row c the rows of b weighted by the coefficients
+// a[0], a[stride], …, a[(k−1)·stride], one per row of b (k, n), four rows per
+// step in the order of gemmNN's rows. With zero not nil, a row whose
+// coefficient is 0 is replaced by zero, and a block of four zeros is skipped.
+func axpy4[T Float](c, a []T, stride int, b []T, n, k int, zero []T) {
+	r := 0
+	for ; r+4 <= k; r += 4 {
+		x0, x1, x2, x3 := a[r*stride], a[(r+1)*stride], a[(r+2)*stride], a[(r+3)*stride]
+		b0 := b[r*n : r*n+n]
+		b1 := b[(r+1)*n : (r+1)*n+n]
+		b2 := b[(r+2)*n : (r+2)*n+n]
+		b3 := b[(r+3)*n : (r+3)*n+n]
+		if zero != nil {
+			if x0 == 0 && x1 == 0 && x2 == 0 && x3 == 0 {
+				continue
+			}
+			if x0 == 0 {
+				b0 = zero
+			}
+			if x1 == 0 {
+				b1 = zero
+			}
+			if x2 == 0 {
+				b2 = zero
+			}
+			if x3 == 0 {
+				b3 = zero
+			}
+		}
+		b0, b1, b2, b3 = b0[:len(c)], b1[:len(c)], b2[:len(c)], b3[:len(c)]
+		for x := range c {
+			c[x] += x0*b0[x] + x1*b1[x] + x2*b2[x] + x3*b3[x]
+		}
+	}
+	for ; r < k; r++ {
+		x0 := a[r*stride]
+		if zero != nil && x0 == 0 {
+			continue
+		}
+		br := b[r*n : r*n+n]
+		br = br[:len(c)]
+		for x, e := range br {
+			c[x] += x0 * e
+		}
+	}
+}
+
+// expShift computes p[j] = exp(s[j] − shift) for a row and returns the sum of
+// the results. A score of −Inf (a hidden key) gives exactly 0.
+//
+// float32 rows use exp32, which is exact to float32 rounding and about twice
+// as fast as math.Exp; float64 rows use math.Exp, so that the float64 path,
+// the one every derivative check runs, carries no approximation of its own.
+func expShift[T Float](p, s []T, shift T) T {
+	switch s := any(s).(type) {
+	case []float32:
+		return T(expShift32(any(p).([]float32), s, float32(shift)))
+	}
+	p = p[:len(s)]
+	var sum T
+	for j, x := range s {
+		e := T(math.Exp(float64(x - shift)))
+		p[j] = e
+		sum += e
+	}
+	return sum
+}
+
+func expShift32(p, s []float32, shift float32) float32 {
+	p = p[:len(s)]
+	var sum float32
+	for j, x := range s {
+		e := float32(exp32(float64(x - shift)))
+		p[j] = e
+		sum += e
+	}
+	return sum
+}
+
+// Constants of exp32: log₂e, and ln 2 split into a high part with trailing
+// zero bits (so that n · ln2Hi is exact for |n| < 2¹¹) and the rest (fdlibm's
+// e_exp.c); shifter = 1.5 · 2⁵² rounds x · log₂e to an integer in the low
+// bits of its mantissa when added.
+const (
+	log2E   = 1.44269504088896338700e+00
+	ln2Hi   = 6.93147180369123816490e-01
+	ln2Lo   = 1.90821492927058770002e-10
+	shifter = 0x1.8p52
+)
+
+// exp32 returns e^x to float32 accuracy (relative error below 1e-7 before
+// the final rounding to float32), computed in float64: x = n ln 2 + r with
+// |r| ≤ ln 2 / 2, e^r by its Taylor polynomial of degree 7 (remainder
+// r⁸/8! < 6e-9) evaluated in Estrin's scheme, and 2ⁿ placed in the exponent
+// bits. Below −104 every float32 result is 0 (the smallest subnormal is
+// e^−103.3), which also covers −Inf. NaN and arguments above 88 (beyond
+// float32's range) go to math.Exp.
+func exp32(x float64) float64 {
+	if x < -104 {
+		return 0
+	}
+	if !(x <= 88) { // NaN included
+		return math.Exp(x)
+	}
+	t := x*log2E + shifter
+	n := t - shifter // round(x · log₂e)
+	r := x - n*ln2Hi - n*ln2Lo
+	r2 := r * r
+	r4 := r2 * r2
+	q := (1 + r + r2*(1.0/2+r*(1.0/6))) + r4*((1.0/24+r*(1.0/120))+r2*(1.0/720+r*(1.0/5040)))
+	return q * math.Float64frombits(uint64(int64(int32(math.Float64bits(t)))+1023)<<52)
+}
