@@ -148,8 +148,12 @@ func (l Layer[T]) ForwardCached(y, x []T, w *LayerWeights[T], cache *KVCache[T],
 		}
 	}
 	// pass 3: attention from the chunk to the cache, then the output projection
-	o := make([]T, n*l.Hq*Dh)
-	if err := Forward(o, make([]T, B*l.Hq*M), make([]T, B*l.Hq*M*cache.Cap), q, cache.K[layer], cache.V[layer], cfg); err != nil {
+	o, lse := make([]T, n*l.Hq*Dh), make([]T, B*l.Hq*M)
+	attend := FlashForward[T]
+	if M == 1 {
+		attend = DecodeForward[T] // one query per row: split the cache across the cores
+	}
+	if err := attend(o, lse, q, cache.K[layer], cache.V[layer], cfg); err != nil {
 		return err
 	}
 	fromHeads(tmp, o, B, M, l.Hq, Dh)

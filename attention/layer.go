@@ -17,6 +17,8 @@ import (
 // Weights are in Hugging Face layout (see LayerWeights). The Config gives
 // the batch, the mask and the positions; for self-attention over a sequence
 // M = N = T, and RoPE rotates queries by their positions and keys by theirs.
+// Attention runs on the fused kernels (FlashForward, FlashBackward), which
+// the lab checks against the reference.
 type Layer[T Float] struct {
 	Dim     int // model width
 	Hq, Hkv int // query and key/value heads
@@ -45,7 +47,7 @@ func (l Layer[T]) NewLayerWeights() *LayerWeights[T] {
 // takes it.
 type LayerActs[T Float] struct {
 	Q, K, V []T // head layout; Q and K after RoPE
-	P, LSE  []T // saved by the attention: (B, Hq, T, T) and (B, Hq, T)
+	LSE     []T // saved by the attention (B, Hq, T)
 	O       []T // attention output, token layout: the input of Wo
 
 	// Set by Backward: the gradients with respect to O (token layout), to
@@ -62,7 +64,7 @@ func (l Layer[T]) NewLayerActs(B, Tn int) *LayerActs[T] {
 	q, kv := B*Tn*l.Hq*l.HeadDim, B*Tn*l.Hkv*l.HeadDim
 	return &LayerActs[T]{
 		Q: make([]T, q), K: make([]T, kv), V: make([]T, kv),
-		P: make([]T, B*l.Hq*Tn*Tn), LSE: make([]T, B*l.Hq*Tn), O: make([]T, q),
+		LSE: make([]T, B*l.Hq*Tn), O: make([]T, q),
 		DO: make([]T, q), DQ: make([]T, q), DK: make([]T, kv), DV: make([]T, kv),
 		DQProj: make([]T, q), DKProj: make([]T, kv), DVProj: make([]T, kv),
 		headO: make([]T, q), headDO: make([]T, q), work: make([]T, q),
@@ -92,7 +94,7 @@ func (l Layer[T]) Forward(y []T, a *LayerActs[T], x []T, w *LayerWeights[T], c *
 	l.RoPE.Forward(a.Q, a.Q, qpos, B, l.Hq, Tn)
 	l.RoPE.Forward(a.K, a.K, kpos, B, l.Hkv, Tn)
 	// pass 3: attention
-	if err := Forward(a.headO, a.LSE, a.P, a.Q, a.K, a.V, c); err != nil {
+	if err := FlashForward(a.headO, a.LSE, a.Q, a.K, a.V, c); err != nil {
 		return err
 	}
 	fromHeads(a.O, a.headO, B, Tn, l.Hq, Dh)
@@ -120,7 +122,7 @@ func (l Layer[T]) Backward(dx []T, dw *LayerWeights[T], dy, x []T, w *LayerWeigh
 	clear(a.DQ)
 	clear(a.DK)
 	clear(a.DV)
-	Backward(a.DQ, a.DK, a.DV, a.headDO, a.Q, a.K, a.V, a.P, c)
+	FlashBackward(a.DQ, a.DK, a.DV, a.headDO, a.Q, a.K, a.V, a.headO, a.LSE, c)
 	// forward was: Q = RoPE(x Wqᵀ, qpos), K = RoPE(x Wkᵀ, kpos); the
 	// backward rotates by the opposite angle
 	clear(a.work)

@@ -787,3 +787,43 @@ func emptyRow(impl Impl) Result {
 	}
 	return pass("rejected: %q; padding row: zero output and dQ", rejected)
 }
+
+// AgreesWith returns a check that an implementation computes what ref
+// computes, forward and every gradient, on configurations covering every
+// mask feature and shapes that cross a 64-wide tile.
+func AgreesWith(refName string, ref Impl) Check[Impl] {
+	return Check[Impl]{Name: "agrees-with-" + refName, Kind: Semantic,
+		Claim: "O, lse, dQ, dK, dV equal the " + refName + "'s on 7 configurations (every mask feature, the three conventions, M = 1, sizes past a 64-tile)",
+		Limit: "agreement, not correctness: the reference is proven by the other checks",
+		Run: func(impl Impl) Result {
+			cfgs := []*attention.Config{cacheChunk(), mixed(), large(),
+				{B: 1, Hq: 4, Hkv: 1, M: 1, N: 130, D: 8, Dv: 8, Causal: true, Window: 70},
+				{B: 2, Hq: 2, Hkv: 2, M: 65, N: 65, D: 5, Dv: 3},
+				{B: 1, Hq: 2, Hkv: 1, M: 70, N: 131, D: 4, Dv: 4, Causal: true, Convention: attention.BottomRight},
+				{B: 1, Hq: 2, Hkv: 1, M: 70, N: 131, D: 4, Dv: 4, Causal: true, Convention: attention.TopLeft},
+			}
+			var worst float64
+			for x, c := range cfgs {
+				t := random(c, uint64(160+x))
+				want, err := call(ref, c, t)
+				if err != nil {
+					return errored(err, refName+": %v")
+				}
+				got, err := call(impl, c, t)
+				if err != nil {
+					return errored(err, "%v")
+				}
+				d, msg := compare(identical, pair{"o", got.o, want.o}, pair{"lse", got.lse, want.lse},
+					pair{"dq", got.dq, want.dq}, pair{"dk", got.dk, want.dk}, pair{"dv", got.dv, want.dv})
+				worst = max(worst, d)
+				if msg != "" {
+					res := fail("configuration %d (B=%d Hq=%d Hkv=%d M=%d N=%d): %s", x, c.B, c.Hq, c.Hkv, c.M, c.N, msg)
+					res.Error = d
+					return res
+				}
+			}
+			res := pass("7 configurations, max error %.1e", worst)
+			res.Error = worst
+			return res
+		}}
+}

@@ -158,6 +158,9 @@ func Suites() []Runner {
 	return []Runner{
 		Suite[checks.Impl]{Op: "attention", Impl: "reference attention, float64",
 			Reference: attention.Reference[float64]().Run, Checks: checks.All(), Faults: faults.Attention()},
+		Suite[checks.Impl]{Op: "attention-flash", Impl: "fused FlashAttention-2 style kernel (attention.FlashRun), float64",
+			Reference: attention.FlashRun[float64],
+			Checks:    append(checks.All(), checks.AgreesWith("reference", attention.Reference[float64]().Run))},
 		Suite[checks.RMSNormImpl]{Op: "rmsnorm", Impl: "nn.RMSNorm, float64",
 			Reference: checks.RMSNormReference, Checks: checks.RMSNorm(), Faults: faults.RMSNorm()},
 		Suite[checks.RoPEImpl]{Op: "rope", Impl: "nn.RoPE, float64",

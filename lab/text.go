@@ -62,6 +62,10 @@ func writeOp(b *strings.Builder, op OpReport) {
 		fmt.Fprintf(b, "  %-24s %s\n  %-24s limit: %s\n", c.Check, c.Claim, "", c.Limit)
 	}
 
+	if len(op.Faults) == 0 {
+		b.WriteString("\nNEGATIVE CONTROLS: none of its own; the same checks catch every fault of the reference above\n")
+		return
+	}
 	b.WriteString("\nNEGATIVE CONTROLS (each fault must be caught by at least one check)\n")
 	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	for _, f := range op.Faults {
