@@ -27,6 +27,9 @@ import "math"
 // six independent sums per step from five loads, which fits the registers
 // (2 × 4 spills) and keeps the adder busy while earlier sums complete.
 func gemmNT[T Float](c, a, b []T, m, n, k int, alpha T) {
+	if vecGemm(false, true, m, n, k, alpha, a, k, b, k, 0, c, n) {
+		return
+	}
 	i := 0
 	for ; i+2 <= m; i += 2 {
 		a0 := a[i*k : i*k+k]
@@ -106,6 +109,9 @@ func gemmNT[T Float](c, a, b []T, m, n, k int, alpha T) {
 // is summed in the same order (blocks of four rows of b, then the rest one by
 // one), the order gemmNNSkip follows too.
 func gemmNN[T Float](c, a, b []T, m, n, k int) {
+	if vecGemm(false, false, m, n, k, 1, a, k, b, n, 1, c, n) {
+		return
+	}
 	i := 0
 	for ; i+2 <= m; i += 2 {
 		c0 := c[i*n : i*n+n]
@@ -152,6 +158,9 @@ func gemmNN[T Float](c, a, b []T, m, n, k int) {
 // rows of b weighted by column i of a. It is dV += Pᵀ dO and dK += dSᵀ Q. Two
 // rows of c and four rows of b per step, summed in the order of gemmNN.
 func gemmTN[T Float](c, a, b []T, m, n, k int) {
+	if vecGemm(true, false, m, n, k, 1, a, m, b, n, 1, c, n) {
+		return
+	}
 	i := 0
 	for ; i+2 <= m; i += 2 {
 		c0 := c[i*n : i*n+n]

@@ -58,10 +58,16 @@ func (c CrossEntropy[T]) Forward(probs, logits []T, targets []int, n int) (loss 
 		}
 		// pass 2: exponentials and their sum (elementwise, so probs may be logits)
 		var z T
-		for j, v := range li {
-			e := T(math.Exp(float64(v - mx)))
-			pi[j] = e
-			z += e
+		if expShifted32(pi, li, mx) {
+			for _, e := range pi {
+				z += e
+			}
+		} else {
+			for j, v := range li {
+				e := T(math.Exp(float64(v - mx)))
+				pi[j] = e
+				z += e
+			}
 		}
 		// pass 3: normalise
 		inv := 1 / z

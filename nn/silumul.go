@@ -17,6 +17,12 @@ type SiLUMul[T Float] struct{}
 func (SiLUMul[T]) Forward(h, a, u []T) {
 	mustLen("SiLUMul.Forward", "a", len(a), len(h), "len(h)")
 	mustLen("SiLUMul.Forward", "u", len(u), len(h), "len(h)")
+	if sigmoids32(h, a) { // h = σ(a) first, then scaled in place
+		for j := range h {
+			h[j] *= a[j] * u[j]
+		}
+		return
+	}
 	for j := range h {
 		h[j] = a[j] * sigmoid(a[j]) * u[j]
 	}
@@ -39,9 +45,21 @@ func (SiLUMul[T]) Backward(da, du, dh, a, u []T) {
 	mustLen("SiLUMul.Backward", "du", len(du), n, "len(dh)")
 	mustLen("SiLUMul.Backward", "a", len(a), n, "len(dh)")
 	mustLen("SiLUMul.Backward", "u", len(u), n, "len(dh)")
+	var sig []T
+	if _, ok := any(a).([]float32); ok {
+		sig = make([]T, n)
+		if !sigmoids32(sig, a) {
+			sig = nil
+		}
+	}
 	for j, g := range dh {
 		// forward was: h[j] = a[j]·σ(a[j])·u[j]
-		s := sigmoid(a[j])
+		var s T
+		if sig != nil {
+			s = sig[j]
+		} else {
+			s = sigmoid(a[j])
+		}
 		da[j] += g * u[j] * s * (1 + a[j]*(1-s)) // d(a·σ(a))/da = σ + a·σ·(1 − σ)
 		du[j] += g * a[j] * s
 	}
