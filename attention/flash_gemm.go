@@ -206,6 +206,9 @@ func gemmTN[T Float](c, a, b []T, m, n, k int) {
 // exact zero leaves a sum unchanged, each row of c comes out bit-identical to
 // gemmNN's. zero must hold n zeros.
 func gemmNNSkip[T Float](c, a, b []T, m, n, k int, zero []T) {
+	if finite(b[:k*n]) && vecGemm(false, false, m, n, k, 1, a, k, b, n, 1, c, n) {
+		return // every row of b finite: 0 · b adds exact zeros, as skipping would
+	}
 	for i := range m {
 		axpy4(c[i*n:i*n+n], a[i*k:i*k+k], 1, b, n, k, zero[:n])
 	}
@@ -214,6 +217,9 @@ func gemmNNSkip[T Float](c, a, b []T, m, n, k int, zero []T) {
 // gemmTNSkip is gemmTN for partially visible tiles (see gemmNNSkip): a
 // padding query's row of Q or dO never reaches dK or dV.
 func gemmTNSkip[T Float](c, a, b []T, m, n, k int, zero []T) {
+	if finite(b[:k*n]) && vecGemm(true, false, m, n, k, 1, a, m, b, n, 1, c, n) {
+		return
+	}
 	for i := range m {
 		axpy4(c[i*n:i*n+n], a[i:], m, b, n, k, zero[:n])
 	}
@@ -330,4 +336,14 @@ func exp32(x float64) float64 {
 	r4 := r2 * r2
 	q := (1 + r + r2*(1.0/2+r*(1.0/6))) + r4*((1.0/24+r*(1.0/120))+r2*(1.0/720+r*(1.0/5040)))
 	return q * math.Float64frombits(uint64(int64(int32(math.Float64bits(t)))+1023)<<52)
+}
+
+// finite reports whether x holds no NaN and no infinity.
+func finite[T Float](x []T) bool {
+	for _, v := range x {
+		if v-v != 0 { // NaN − NaN and ∞ − ∞ are NaN; every finite v gives 0
+			return false
+		}
+	}
+	return true
 }

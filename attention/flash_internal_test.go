@@ -142,6 +142,12 @@ func TestDecodeSkipsHiddenTiles(t *testing.T) {
 // tokens' outputs and gradients must equal those of a run with zeros there,
 // because a hidden key is a select, never 0 · x.
 func TestFlashHiddenSlotsMayHoldNaN(t *testing.T) {
+	// With the plain loops the two runs are bit-identical; with SIMD
+	// products a tile of finite values takes another summation order than
+	// one holding NaN, so the comparison is to rounding (TestFlashMatches
+	// covers that): here the loops, where the claim is exact.
+	useVec = false
+	defer func() { useVec = true }()
 	const B, T, H, D = 2, 150, 2, 8
 	valid := make([]bool, B*T)
 	for i := range valid {
