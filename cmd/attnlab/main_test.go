@@ -198,3 +198,14 @@ func TestTrainResumeAndGenerate(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchQuick(t *testing.T) {
+	code, out, errOut := attnlab(t, "bench", "-max-n", "256", "-seconds", "0.01", "-torch=false", "-memory=false", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct{ Rows []struct{ Group string } }
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Rows) < 10 {
+		t.Errorf("bench -json: %v, %d rows", err, len(r.Rows))
+	}
+}
