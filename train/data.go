@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -21,7 +22,9 @@ type Document struct {
 }
 
 // GoSource reads the non-test .go files under root (skipping testdata and
-// vendor folders and hidden ones), in lexical order. It returns an error
+// vendor folders and hidden ones, and generated files: tables and stubs that
+// a program wrote are not the code a model should learn, and they would
+// distort the held-out measure), in lexical order. It returns an error
 // naming root when there is no usable file.
 func GoSource(root string) ([]Document, error) {
 	var docs []Document
@@ -43,7 +46,7 @@ func GoSource(root string) ([]Document, error) {
 		if err != nil {
 			return err
 		}
-		if len(text) == 0 {
+		if len(text) == 0 || generated(text) {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
@@ -58,6 +61,23 @@ func GoSource(root string) ([]Document, error) {
 		return nil, fmt.Errorf("train: corpus %s holds no non-test .go file", root)
 	}
 	return docs, nil
+}
+
+// generated reports whether a Go file carries the standard marker
+// "// Code generated … DO NOT EDIT." before its package clause.
+func generated(text []byte) bool {
+	head := text
+	if bytes.HasPrefix(text, []byte("package ")) {
+		head = nil
+	} else if i := bytes.Index(text, []byte("\npackage ")); i >= 0 {
+		head = text[:i]
+	}
+	for _, line := range bytes.Split(head, []byte("\n")) {
+		if bytes.HasPrefix(line, []byte("// Code generated ")) && bytes.HasSuffix(bytes.TrimSpace(line), []byte("DO NOT EDIT.")) {
+			return true
+		}
+	}
+	return false
 }
 
 func pathDir(rel string) string {
