@@ -1,0 +1,383 @@
+package retrieve
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A Pair is one example of the code search task: a natural-language query
+// (a doc comment without its leading name) and the code it describes (the
+// declaration and body, without the doc comment).
+type Pair struct {
+	ID      string `json:"id"`      // package.Recv.Name, unique in a dataset
+	Query   string `json:"query"`   // first paragraph of the doc comment, name removed
+	Code    string `json:"code"`    // source text of the declaration, no doc comment
+	Package string `json:"package"` // directory relative to the source root ("." for the root)
+	File    string `json:"file"`    // slash-separated path relative to the source root
+	Line    int    `json:"line"`    // line of the func keyword
+}
+
+// Options controls BuildDataset. The zero value means the defaults.
+type Options struct {
+	ValFrac  float64 // fraction of the hash range of package paths for validation (default 0.1)
+	TestFrac float64 // fraction for test (default 0.1)
+	MinWords int     // shortest query kept, in words (default 3)
+}
+
+func (o Options) withDefaults() Options {
+	if o.ValFrac == 0 {
+		o.ValFrac = 0.1
+	}
+	if o.TestFrac == 0 {
+		o.TestFrac = 0.1
+	}
+	if o.MinWords == 0 {
+		o.MinWords = 3
+	}
+	return o
+}
+
+// Stats describes what BuildDataset saw and kept.
+type Stats struct {
+	Files       int // non-test .go files read
+	Generated   int // of which skipped as generated ("Code generated … DO NOT EDIT.")
+	Unparsable  int // of which skipped because they do not parse
+	Funcs       int // function and method declarations with a body, init excluded
+	Documented  int // of which have a doc comment
+	NoQuery     int // documented, but nothing left of the comment (only the name, Deprecated, directives) or fewer than MinWords words
+	Variants    int // dropped: same package, receiver and name as an earlier declaration (build-tag variants)
+	Duplicates  int // dropped: the same code, up to white space, as an earlier pair
+	Kept        int
+	Split       [3]SplitStats // train, validation, test
+	QueryWords  float64       // mean words per kept query
+	CodeLines   float64       // mean lines per kept code document
+	CodeBytes   float64       // mean bytes per kept code document
+	SharedQuery int           // kept pairs whose query text equals another kept pair's in the same split
+}
+
+// SplitStats counts one split.
+type SplitStats struct {
+	Pairs, Packages int
+}
+
+// SplitNames names the three splits in the order of Stats.Split.
+var SplitNames = [3]string{"train", "val", "test"}
+
+// BuildDataset extracts query–code pairs from the Go source tree at src and
+// splits them by package into train, validation and test.
+//
+// It reads the non-test .go files (skipping testdata and vendor folders,
+// hidden and _-prefixed ones, and generated files) and keeps every function
+// and method that has a body and a doc comment, except init. The query is the
+// first paragraph of the doc comment, on one line, after dropping directives
+// (//go:…), Deprecated paragraphs and the leading name (see QueryFromDoc);
+// pairs whose query has fewer than opt.MinWords words are dropped. The code is
+// the declaration from the func keyword to the closing brace, as written.
+//
+// Two kinds of pair would be false negatives for each other at evaluation
+// (a second correct answer scored as wrong), so they are dropped, keeping the
+// first by path: declarations with the same package, receiver and name
+// (build-tag variants such as file_unix.go and file_windows.go), and code
+// identical to earlier code up to white space.
+//
+// The split is by package directory: a directory goes to test when an FNV-1a
+// hash of its path falls in the first TestFrac of the range, to validation in
+// the next ValFrac, and to train otherwise, so no package contributes to two
+// splits and a package's split does not depend on the rest of the tree.
+//
+// It returns an error when src cannot be read or holds no usable pair.
+func BuildDataset(src string, opt Options) (train, val, test []Pair, st Stats, err error) {
+	opt = opt.withDefaults()
+	if opt.ValFrac < 0 || opt.TestFrac < 0 || opt.ValFrac+opt.TestFrac >= 1 {
+		return nil, nil, nil, st, fmt.Errorf("retrieve: split fractions val %g, test %g: want >= 0 with a sum below 1", opt.ValFrac, opt.TestFrac)
+	}
+	files, err := goFiles(src)
+	if err != nil {
+		return nil, nil, nil, st, err
+	}
+	st.Files = len(files)
+	parsed := parseAll(src, files)
+
+	type key struct{ pkg, recv, name string }
+	seenDecl := map[key]bool{}
+	seenCode := map[[sha256.Size]byte]bool{}
+	var splits [3][]Pair
+	for _, f := range parsed {
+		switch {
+		case f.err != nil:
+			if errors.Is(f.err, errGenerated) {
+				st.Generated++
+			} else if errors.Is(f.err, errParse) {
+				st.Unparsable++
+			} else {
+				return nil, nil, nil, st, f.err
+			}
+			continue
+		}
+		pkg := pathDir(f.rel)
+		for _, d := range f.decls {
+			st.Funcs++
+			if d.doc == "" {
+				continue
+			}
+			st.Documented++
+			q := QueryFromDoc(d.doc, d.name)
+			if len(strings.Fields(q)) < opt.MinWords {
+				st.NoQuery++
+				continue
+			}
+			k := key{pkg, d.recv, d.name}
+			if seenDecl[k] {
+				st.Variants++
+				continue
+			}
+			seenDecl[k] = true
+			h := sha256.Sum256([]byte(strings.Join(strings.Fields(d.code), " ")))
+			if seenCode[h] {
+				st.Duplicates++
+				continue
+			}
+			seenCode[h] = true
+			id := pkg + "." + d.name
+			if d.recv != "" {
+				id = pkg + "." + d.recv + "." + d.name
+			}
+			s := splitOf(pkg, opt)
+			splits[s] = append(splits[s], Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: f.rel, Line: d.line})
+		}
+	}
+
+	var words, lines, bytes int
+	for s, ps := range splits {
+		pkgs := map[string]bool{}
+		queries := map[string]int{}
+		for _, p := range ps {
+			pkgs[p.Package] = true
+			queries[p.Query]++
+			words += len(strings.Fields(p.Query))
+			lines += strings.Count(p.Code, "\n") + 1
+			bytes += len(p.Code)
+		}
+		for _, n := range queries {
+			if n > 1 {
+				st.SharedQuery += n
+			}
+		}
+		st.Split[s] = SplitStats{Pairs: len(ps), Packages: len(pkgs)}
+		st.Kept += len(ps)
+	}
+	if st.Kept == 0 {
+		return nil, nil, nil, st, fmt.Errorf("retrieve: %s: no documented function or method in %d .go files", src, st.Files)
+	}
+	st.QueryWords = float64(words) / float64(st.Kept)
+	st.CodeLines = float64(lines) / float64(st.Kept)
+	st.CodeBytes = float64(bytes) / float64(st.Kept)
+	return splits[0], splits[1], splits[2], st, nil
+}
+
+// splitOf returns 0 (train), 1 (validation) or 2 (test) for a package path.
+func splitOf(pkg string, opt Options) int {
+	h := fnv.New64a()
+	h.Write([]byte(pkg))
+	u := float64(h.Sum64()%1_000_000) / 1_000_000
+	switch {
+	case u < opt.TestFrac:
+		return 2
+	case u < opt.TestFrac+opt.ValFrac:
+		return 1
+	}
+	return 0
+}
+
+// goFiles lists the non-test .go files under root in lexical order, as paths
+// relative to root.
+func goFiles(root string) ([]string, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("retrieve: %s is not a directory", root)
+	}
+	var files []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() && strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: reading %s: %w", root, err)
+	}
+	return files, nil
+}
+
+func pathDir(rel string) string {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i]
+	}
+	return "."
+}
+
+var (
+	errGenerated = errors.New("generated file")
+	errParse     = errors.New("does not parse")
+)
+
+type funcDecl struct {
+	recv, name, doc, code string
+	line                  int
+}
+
+type parsedFile struct {
+	rel   string
+	decls []funcDecl
+	err   error
+}
+
+// parseAll parses files on GOMAXPROCS goroutines and returns them in the
+// order given, so the pairs kept do not depend on scheduling.
+func parseAll(root string, files []string) []parsedFile {
+	out := make([]parsedFile, len(files))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = parseFile(root, files[i])
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+func parseFile(root, rel string) parsedFile {
+	pf := parsedFile{rel: rel}
+	src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		pf.err = fmt.Errorf("retrieve: %w", err)
+		return pf
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		pf.err = fmt.Errorf("retrieve: %s: %w: %w", rel, errParse, err)
+		return pf
+	}
+	if ast.IsGenerated(f) {
+		pf.err = errGenerated
+		return pf
+	}
+	tf := fset.File(f.Pos())
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Body == nil || fd.Name.Name == "init" || fd.Name.Name == "_" {
+			continue
+		}
+		d := funcDecl{
+			name: fd.Name.Name,
+			recv: recvName(fd),
+			code: string(src[tf.Offset(fd.Pos()):tf.Offset(fd.End())]),
+			line: tf.Line(fd.Pos()),
+		}
+		if fd.Doc != nil {
+			d.doc = fd.Doc.Text()
+		}
+		pf.decls = append(pf.decls, d)
+	}
+	return pf
+}
+
+// recvName returns the receiver's base type name ("Buffer" for
+// (b *Buffer) and for (s *Set[T])), or "" for a function.
+func recvName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return ""
+	}
+	t := fd.Recv.List[0].Type
+	for {
+		switch x := t.(type) {
+		case *ast.StarExpr:
+			t = x.X
+		case *ast.ParenExpr:
+			t = x.X
+		case *ast.IndexExpr:
+			t = x.X
+		case *ast.IndexListExpr:
+			t = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
+}
+
+// QueryFromDoc turns the text of a doc comment (as ast.CommentGroup.Text
+// returns it) into a query for the declaration called name:
+//
+//   - paragraphs that start with "Deprecated:" are dropped (directives such
+//     as //go:noinline are already gone: CommentGroup.Text drops them);
+//   - the first remaining paragraph is kept, joined onto one line (the rest
+//     of a doc comment is detail, examples and code, which a search query
+//     does not contain; CodeSearchNet keeps the first paragraph too);
+//   - a leading "Name", "A Name", "An Name" or "The Name" is removed, with
+//     the punctuation that follows it: "Foo returns x." → "returns x.";
+//     "The Foo function reports…" → "function reports…". A comment that does
+//     not start with the name is kept as written.
+//
+// The result is "" when nothing is left, as for a comment that is only the
+// name.
+func QueryFromDoc(doc, name string) string {
+	var q string
+	for p := range strings.SplitSeq(doc, "\n\n") {
+		text := strings.Join(strings.Fields(p), " ")
+		if text != "" && !strings.HasPrefix(text, "Deprecated:") {
+			q = text
+			break
+		}
+	}
+	for _, article := range []string{"", "A ", "An ", "The "} {
+		if rest, ok := strings.CutPrefix(q, article+name); ok {
+			if r, _ := utf8.DecodeRuneInString(rest); rest == "" || !isWordRune(r) {
+				q = strings.TrimLeftFunc(rest, func(r rune) bool {
+					return unicode.IsSpace(r) || r == ',' || r == ':' || r == '.' || r == ';'
+				})
+				break
+			}
+		}
+	}
+	return q
+}

@@ -1,0 +1,100 @@
+package retrieve
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/attnlab/attnlab/internal/vec"
+)
+
+// An Encoder maps a text to a vector. A dual encoder is a pair of them, one
+// for queries and one for documents (or one used for both).
+type Encoder interface {
+	// Dim returns the length of the vectors.
+	Dim() int
+	// Encode writes the vector of text into dst[:Dim()].
+	Encode(dst []float32, text string)
+}
+
+// Flat is an exhaustive index of N vectors of D float32s: a search computes
+// every dot product.
+type Flat struct {
+	D    int
+	Vecs []float32 // (N, D) row-major: vector i is Vecs[i*D : (i+1)*D]
+}
+
+// NewFlat encodes docs with enc; vector i of the index is docs[i]'s.
+func NewFlat(enc Encoder, docs []string) *Flat {
+	D := enc.Dim()
+	f := &Flat{D: D, Vecs: make([]float32, len(docs)*D)}
+	for i, d := range docs {
+		enc.Encode(f.Vecs[i*D:(i+1)*D], d)
+	}
+	return f
+}
+
+// Len returns the number of vectors.
+func (f *Flat) Len() int {
+	if f.D == 0 {
+		return 0
+	}
+	return len(f.Vecs) / f.D
+}
+
+// Dots writes the dot product of q with vector docs[i] into dst[i]:
+//
+//	dst[i] = Σ_j q[j] · Vecs[docs[i]*D + j]
+//
+// It panics if len(q) != D or dst is shorter than docs.
+func (f *Flat) Dots(dst []float64, q []float32, docs []int) {
+	if len(q) != f.D || len(dst) < len(docs) {
+		panic(fmt.Sprintf("retrieve: Flat.Dots: len(q) = %d, D = %d, len(dst) = %d, len(docs) = %d", len(q), f.D, len(dst), len(docs)))
+	}
+	for i, d := range docs {
+		dst[i] = float64(vec.Dot32(q, f.Vecs[d*f.D:(d+1)*f.D]))
+	}
+}
+
+// Search returns the k vectors with the largest dot product with q, largest
+// first, equal products by increasing index. For cosine similarity, store
+// and search unit vectors (see Normalize). It panics if len(q) != D.
+func (f *Flat) Search(q []float32, k int) []int {
+	if len(q) != f.D {
+		panic(fmt.Sprintf("retrieve: Flat.Search: len(q) = %d, D = %d", len(q), f.D))
+	}
+	scores := make([]float64, f.Len())
+	for i := range scores {
+		scores[i] = float64(vec.Dot32(q, f.Vecs[i*f.D:(i+1)*f.D]))
+	}
+	return TopK(scores, k)
+}
+
+// Normalize scales x to unit Euclidean length; a zero vector is left as is.
+func Normalize(x []float32) {
+	n := math.Sqrt(float64(vec.Dot32(x, x)))
+	if n > 0 {
+		vec.Scale32(float32(1/n), x)
+	}
+}
+
+// Dense is the Ranker of a dual encoder: queries encoded by Query, searched
+// in an index of document vectors.
+type Dense struct {
+	Query Encoder
+	Index *Flat
+}
+
+// Rank returns the k documents whose vectors have the largest dot product
+// with the query's.
+func (d Dense) Rank(query string, k int) []int {
+	q := make([]float32, d.Query.Dim())
+	d.Query.Encode(q, query)
+	return d.Index.Search(q, k)
+}
+
+// Score writes the dot products of the query's vector with those of docs.
+func (d Dense) Score(query string, docs []int, scores []float64) {
+	q := make([]float32, d.Query.Dim())
+	d.Query.Encode(q, query)
+	d.Index.Dots(scores, q, docs)
+}

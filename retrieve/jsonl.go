@@ -1,0 +1,128 @@
+package retrieve
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// WriteJSONL writes pairs to path, one JSON object a line, atomically: the
+// file is written under a temporary name in the same folder and renamed when
+// complete, so path holds either the whole dataset or what it held before.
+func WriteJSONL(path string, pairs []Pair) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("retrieve: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // code is full of <, > and &
+	for _, p := range pairs {
+		if err := enc.Encode(p); err != nil {
+			return fmt.Errorf("retrieve: writing %s: %w", path, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("retrieve: writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return fmt.Errorf("retrieve: writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("retrieve: writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("retrieve: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("retrieve: %w", err)
+	}
+	return nil
+}
+
+// A FormatError reports a malformed line of a JSONL dataset.
+type FormatError struct {
+	Path string
+	Line int // 1-based
+	Err  error
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("retrieve: %s:%d: %v", e.Path, e.Line, e.Err)
+}
+
+func (e *FormatError) Unwrap() error { return e.Err }
+
+// ReadJSONL reads a dataset written by WriteJSONL, or any JSONL file whose
+// lines are objects with at least non-empty "id", "query" and "code" strings
+// ("package", "file" and "line" are optional; other fields are ignored).
+// Blank lines are skipped. A line that is not such an object, or that
+// repeats an earlier id, gives a *FormatError naming the line.
+func ReadJSONL(path string) ([]Pair, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: %w", err)
+	}
+	defer f.Close()
+	return readJSONL(f, path)
+}
+
+func readJSONL(r io.Reader, path string) ([]Pair, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var pairs []Pair
+	firstLine := map[string]int{}
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("retrieve: reading %s: %w", path, err)
+		}
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			p, perr := parsePair(trimmed)
+			if perr != nil {
+				return nil, &FormatError{Path: path, Line: n, Err: perr}
+			}
+			if first, dup := firstLine[p.ID]; dup {
+				return nil, &FormatError{Path: path, Line: n, Err: fmt.Errorf("id %q repeats line %d", p.ID, first)}
+			}
+			firstLine[p.ID] = n
+			pairs = append(pairs, p)
+		}
+		if err != nil { // io.EOF
+			return pairs, nil
+		}
+	}
+}
+
+func parsePair(line []byte) (Pair, error) {
+	var raw struct {
+		ID, Query, Code *string
+		Package, File   string
+		Line            int
+	}
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return Pair{}, err
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"id", raw.ID}, {"query", raw.Query}, {"code", raw.Code}} {
+		if f.v == nil {
+			return Pair{}, fmt.Errorf("missing field %q", f.name)
+		}
+		if *f.v == "" {
+			return Pair{}, fmt.Errorf("empty field %q", f.name)
+		}
+	}
+	return Pair{ID: *raw.ID, Query: *raw.Query, Code: *raw.Code, Package: raw.Package, File: raw.File, Line: raw.Line}, nil
+}
