@@ -3,14 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"path/filepath"
+	"time"
 
 	"github.com/attnlab/attnlab/lab"
 )
 
 var labCmd = register(&command{
 	name:  "lab",
-	usage: "[-json] [-plot FILE]",
+	usage: "[-json] [-plot FILE] [-html DIR [-force]]",
 	short: "run every check and negative control; exit 1 if any fails or escapes",
 	long: `Lab is the main job. It runs every check on the reference attention (all
 must pass), runs every check on every registered fault (each must be caught
@@ -18,14 +23,28 @@ by at least one check, and the report names which), and sweeps the finite-
 difference step ε from 1e-1 to 1e-12 to show the truncation and rounding
 regimes, as a table and as a PNG plot.
 
-It exits 0 when everything passes, 1 when a check fails or a fault escapes.
+-html DIR also writes a self-contained report for a reader: DIR/index.html
+(inline CSS, no network fetches) and its PNG figures: the ε sweep, per
+operation each check with its claim, limit and measurement and the fault ×
+check matrix, the visibility tables, attention weights and first-row
+gradients of a small example, GQA head grouping and RoPE rotation. The
+report is built in a temporary folder beside DIR and renamed into place when
+complete. A DIR that exists and is not empty is refused unless -force is
+given. The page holds no timestamps or durations: the same code gives the
+same bytes. With -html, the ε-sweep PNG goes into DIR only, unless -plot is
+given explicitly.
 
-Example: attnlab lab -plot eps-sweep.png`,
+It exits 0 when everything passes, 1 when a check fails or a fault escapes
+(the report is still written), 2 on bad usage.
+
+Example: attnlab lab -html lab-report`,
 })
 
 var (
-	labJSON = labCmd.flags.Bool("json", false, "print the report as JSON")
-	labPlot = labCmd.flags.String("plot", "eps-sweep.png", "write the ε-sweep plot to this PNG file (\"\" for none)")
+	labJSON  = labCmd.flags.Bool("json", false, "print the report as JSON")
+	labPlot  = labCmd.flags.String("plot", "eps-sweep.png", "write the ε-sweep plot to this PNG file (\"\" for none)")
+	labHTML  = labCmd.flags.String("html", "", "write an HTML report (index.html and PNG figures) into this folder")
+	labForce = labCmd.flags.Bool("force", false, "with -html: replace a folder that is not empty")
 )
 
 func init() { labCmd.run = runLab }
@@ -34,9 +53,33 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	r, err := lab.Run(lab.Options{PlotPath: *labPlot})
+	plot := *labPlot
+	if *labHTML != "" {
+		// Refuse a bad folder before the run, not after it.
+		if err := lab.CheckReportDir(*labHTML, *labForce); err != nil {
+			if errors.Is(err, lab.ErrDirNotEmpty) {
+				return usageError{err.Error()}
+			}
+			return err
+		}
+		if !flagSet(labCmd.flags, "plot") {
+			plot = ""
+		}
+	} else if *labForce {
+		return usageError{"-force applies to -html only"}
+	}
+	start := time.Now()
+	r, err := lab.Run(lab.Options{PlotPath: plot})
 	if err != nil {
 		return err
+	}
+	if *labHTML != "" {
+		if err := r.WriteHTML(*labHTML, *labForce); err != nil {
+			if errors.Is(err, lab.ErrDirNotEmpty) {
+				return usageError{err.Error()}
+			}
+			return err
+		}
 	}
 	if *labJSON {
 		enc := json.NewEncoder(stdout)
@@ -47,11 +90,23 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 		}{r, r.OK()}); err != nil {
 			return err
 		}
-	} else if err := r.WriteText(stdout); err != nil {
-		return err
+	} else {
+		if err := r.WriteText(stdout); err != nil {
+			return err
+		}
+		if *labHTML != "" {
+			fmt.Fprintf(stdout, "report: %s (lab and report took %.1f s)\n", filepath.Join(*labHTML, "index.html"), time.Since(start).Seconds())
+		}
 	}
 	if !r.OK() {
 		return errFailed
 	}
 	return nil
+}
+
+// flagSet reports whether the flag called name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
