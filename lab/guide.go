@@ -42,7 +42,7 @@ var attentionGuide = OpGuide{
 		{Eq: "S = Q Kᵀ · scale,  scale = 1/√D",
 			Shape: "Q [B,Hq,M,D], K [B,Hkv,N,D] → S [B,Hq,M,N]; query head h reads KV head h / (Hq/Hkv)",
 			Why:   "one score per (query, key) pair; the scale keeps the scores' variance near 1 as D grows"},
-		{Eq: "P = softmax_row(S, invisible entries set to −∞),  lse = log Σⱼ exp(Sᵢⱼ)",
+		{Eq: "P = softmax_row(S over the visible keys only: hidden ones are skipped, as if −∞),  lse = log Σⱼ exp(Sᵢⱼ)",
 			Shape: "P [B,Hq,M,N], lse [B,Hq,M]",
 			Why:   "each row of P is a probability distribution over the keys that query may read; the row maximum is subtracted before exp"},
 		{Eq: "O = P V",
