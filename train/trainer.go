@@ -22,6 +22,10 @@ type Options struct {
 	DecayAll    bool    // decay norms and embeddings too
 	Clip        float64 // global gradient-norm clip; 0: none
 	Seed        uint64  // data order
+	// CheckpointActivations keeps only each block's input and recomputes its
+	// activations in the backward: less memory, one more forward pass, the
+	// same gradients bit for bit.
+	CheckpointActivations bool
 }
 
 // Trainer holds a run's state: model, parameters, gradients, optimiser and
@@ -52,6 +56,9 @@ func NewTrainer[T nn.Float](m *model.Model[T], p *model.Params[T], data *Windows
 	}
 	t := &Trainer[T]{Model: m, Params: p, Grads: m.NewParams(), Opt: NewAdamW[T](o.Beta1, o.Beta2, o.Eps, o.WeightDecay),
 		Data: data, Cursor: NewCursor(len(data.Tokens), o.Seed), Options: o, acts: m.NewActs(o.BatchSize, data.T)}
+	if o.CheckpointActivations {
+		t.acts = m.NewCheckpointedActs(o.BatchSize, data.T)
+	}
 	t.params = Params(m, p, t.Grads, o.DecayAll)
 	return t, nil
 }

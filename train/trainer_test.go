@@ -1,6 +1,8 @@
 package train
 
 import (
+	"errors"
+	"math"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -125,6 +127,55 @@ func TestGeneratedFilesAreSkipped(t *testing.T) {
 	} {
 		if got := generated([]byte(tc.src)); got != tc.want {
 			t.Errorf("%q: generated = %v, want %v", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestNonFiniteLossStops: a NaN in the weights stops the step with
+// ErrNonFinite and leaves the parameters as they were.
+func TestNonFiniteLossStops(t *testing.T) {
+	m := smallModel(t)
+	p := m.NewParams()
+	m.Init(p, 0.02, 1)
+	p.Norm[0] = float32(math.NaN())
+	data := Pack(thisRepo(t), byteEncoder{}, 256, 32, true)
+	tr, _ := NewTrainer(m, p, data, Options{BatchSize: 2, Accum: 1, Steps: 1, Schedule: Schedule{Peak: 1e-3, Warmup: 1, Total: 1},
+		Beta1: 0.9, Beta2: 0.95, Eps: 1e-8})
+	before := append([]float32(nil), p.Embed...)
+	if _, err := tr.TrainStep(); !errors.Is(err, ErrNonFinite) {
+		t.Fatalf("got %v, want ErrNonFinite", err)
+	}
+	for i := range before {
+		if p.Embed[i] != before[i] {
+			t.Fatal("parameters changed by a failed step")
+		}
+	}
+}
+
+// TestCheckpointedTrainingIsIdentical: recomputing activations changes
+// nothing in the trajectory.
+func TestCheckpointedTrainingIsIdentical(t *testing.T) {
+	data := Pack(thisRepo(t), byteEncoder{}, 256, 32, true)
+	run := func(recompute bool) []float64 {
+		m := smallModel(t)
+		p := m.NewParams()
+		m.Init(p, 0.02, 1)
+		tr, _ := NewTrainer(m, p, data, Options{BatchSize: 2, Accum: 1, Steps: 3, Schedule: Schedule{Peak: 1e-3, Warmup: 1, Total: 3},
+			Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, CheckpointActivations: recompute})
+		var losses []float64
+		for range 3 {
+			r, err := tr.TrainStep()
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses = append(losses, r.Loss)
+		}
+		return append(losses, float64(p.Embed[5]), float64(p.Layers[1].Down[7]))
+	}
+	a, b := run(false), run(true)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("with recomputed activations %v, without %v", b, a)
 		}
 	}
 }

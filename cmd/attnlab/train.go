@@ -74,6 +74,7 @@ var (
 	trResume    = trainCmd.flags.Bool("resume", false, "continue from OUT/checkpoint")
 	trSeed      = trainCmd.flags.Uint64("seed", 1, "seed for initialisation, data order and sampling of files")
 	trQuiet     = trainCmd.flags.Bool("quiet", false, "no progress bar")
+	trRecompute = trainCmd.flags.Bool("checkpoint-activations", false, "recompute each block's activations in the backward (less memory, same gradients)")
 )
 
 func init() { trainCmd.run = runTrain }
