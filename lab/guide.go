@@ -212,6 +212,20 @@ var opGuides = map[string]OpGuide{
 				Why: "a scatter-add; with a tied head, Head is Embed and both gradients add into the same buffer"},
 		},
 		Notes: []string{"Decoding with the KV cache must give the full pass's logits: positions continue after the cache, cached keys are rotated once, and a chunk's mask is offset by the cache length."},
+	}, "infonce": {
+		What: "The contrastive head of a dual encoder: mean pooling over real tokens, L2 normalisation, cosine similarities over temperature, InfoNCE with in-batch and hard negatives and a false-negative mask.",
+		Forward: []Step{
+			{Eq: "e = Σ_t valid_t x_t / Σ_t valid_t;  u = e / ‖e‖", Shape: "x [B,T,D] → e, u [B,D]", Why: "one vector per sequence, its length removed"},
+			{Eq: "S = U_q U_dᵀ / τ;  Lᵢ = −log exp(Sᵢᵢ) / Σ_{j unmasked} exp(Sᵢⱼ)", Shape: "S [B, B + hard negatives]",
+				Why: "each query must pick its own document among the batch's; masked entries (other copies of the positive) leave the denominator, the positive never does"},
+		},
+		Backward: []Step{
+			{Eq: "dS = (softmax_row(S) − onehot) / B, zero where masked", Shape: "[B, B+K]", Why: "every row of dS sums to zero"},
+			{Eq: "dU_q = dS U_d / τ;  dU_d = dSᵀ U_q / τ;  dτ = −Σ dS ⊙ S / τ", Shape: "[B,D]; scalar", Why: "S is bilinear in the unit vectors and scaled by 1/τ"},
+			{Eq: "de = (du − u (u · du)) / ‖e‖", Shape: "[B,D]", Why: "the normalisation's Jacobian removes the component along u: scaling e changes nothing"},
+			{Eq: "dx_t = valid_t de / Σ valid", Shape: "[B,T,D]", Why: "the mean spreads the gradient evenly over real tokens; padding gets none"},
+		},
+		Notes: []string{"Skipping the normalisation in the backward, flipping the temperature's sign, dropping the positive from its denominator or masking it: the faults of this head."},
 	},
 }
 
@@ -331,6 +345,48 @@ var checkGuides = map[string]CheckGuide{
 		Shapes: "seven configurations of the attention checks",
 		Proves: "the tiling, online softmax and recomputation reproduce the reference to rounding",
 		Cannot: "more than the reference: a shared mistake passes; the other checks test the kernel on its own",
+	},
+	"infonce/scale-invariance": {
+		Tests:  "scaling one sequence's token vectors by c > 0 leaves the loss unchanged",
+		Shapes: "x [B,T,D]",
+		Proves: "the L2 normalisation is applied in the forward",
+		Cannot: "anything about the backward",
+	},
+	"infonce/positive-only-mask": {
+		Tests:  "a mask hiding every entry but the positives gives loss 0 and zero gradients",
+		Shapes: "S [B,B]",
+		Proves: "masked entries leave the denominator and the positive is never among them",
+		Cannot: "partial masks; finite differences cover those",
+	},
+	"infonce/uniform-similarity": {
+		Tests:  "with all similarities equal, each row's loss is log(number of unmasked entries)",
+		Shapes: "S [B,B+K]",
+		Proves: "the positive is counted in its own denominator",
+		Cannot: "one point of the loss",
+	},
+	"infonce/ds-sums": {
+		Tests:  "each row of ∂L/∂S sums to zero and masked entries get exactly zero",
+		Shapes: "dS [B,B+K]",
+		Proves: "the softmax minus one-hot structure of the gradient",
+		Cannot: "errors that cancel within a row",
+	},
+	"infonce/scale-direction": {
+		Tests:  "Σ_t x_t · dx_t = 0 per sequence: growing a sequence along itself changes nothing",
+		Shapes: "x, dx [B,T,D]",
+		Proves: "the backward of the normalisation removes the radial component",
+		Cannot: "the other directions; finite differences check them",
+	},
+	"infonce/temperature-sharpens": {
+		Tests:  "when every positive is the best match, ∂L/∂τ > 0 and halving τ lowers the loss",
+		Shapes: "τ scalar",
+		Proves: "the sign of the temperature gradient",
+		Cannot: "its size; finite differences check that",
+	},
+	"infonce/false-negative-mask": {
+		Tests:  "the mask built from document keys covers exactly the other copies of each positive, never the positive",
+		Shapes: "mask [B,B+K]",
+		Proves: "the mask builder's rule",
+		Cannot: "whether the caller's keys identify duplicates correctly",
 	},
 	"rmsnorm/scale-invariance": {
 		Tests:  "with ε = 0, y(c·x) = y(x) for c = 1e-3, 0.5, 7, 1e4",

@@ -179,6 +179,7 @@ func Suites() []Runner {
 			Reference: checks.BlockReference, Checks: checks.Block(), Faults: faults.Block()},
 		Suite[checks.DecoderImpl]{Op: "decoder", Impl: "model.Model: training pass and KV-cache decoding, float64",
 			Reference: checks.DecoderReference, Checks: checks.Decoder(), Faults: faults.Decoder()},
+		Suite[checks.InfoNCEImpl]{Op: "infonce", Impl: "retrieve.MeanPool, L2Norm, InfoNCE: the contrastive head of a dual encoder, float64", Reference: checks.InfoNCEReference, Checks: checks.InfoNCE(), Faults: faults.InfoNCE()},
 	}
 }
 

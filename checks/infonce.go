@@ -1,0 +1,483 @@
+package checks
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+type (
+	meanPool64    = retrieve.MeanPool[float64]
+	l2Norm64      = retrieve.L2Norm[float64]
+	infoNCE64     = retrieve.InfoNCE[float64]
+	infoNCEActs64 = retrieve.InfoNCEActs[float64]
+)
+
+// InfoNCEImpl is the contrastive head of a dual encoder in float64, as
+// method expressions of package retrieve: mean pooling of token vectors,
+// L2 normalisation, the InfoNCE loss over in-batch and hard negatives, and
+// the builder of the false-negative mask. The checks compose them as a
+// dual encoder does: tokens → pool → normalise → S = Q Dᵀ/τ → loss.
+type InfoNCEImpl struct {
+	PoolForward  func(p meanPool64, out, x []float64, valid []bool, B, Tn int)
+	PoolBackward func(p meanPool64, dx, dout []float64, valid []bool, B, Tn int)
+	NormForward  func(l l2Norm64, y, norm, x []float64, n int)
+	NormBackward func(l l2Norm64, dx, dy, y, norm []float64, n int)
+	Forward      func(c infoNCE64, a *infoNCEActs64, q, d []float64, tau float64, mask []bool) float64
+	Backward     func(c infoNCE64, dq, dd []float64, dtau *float64, dloss float64, q, d []float64, tau float64, mask []bool, a *infoNCEActs64)
+	Mask         func(dst []bool, keys []string, B int)
+}
+
+// InfoNCEReference is package retrieve's head.
+var InfoNCEReference = InfoNCEImpl{
+	PoolForward: meanPool64.Forward, PoolBackward: meanPool64.Backward,
+	NormForward: l2Norm64.Forward, NormBackward: l2Norm64.Backward,
+	Forward: infoNCE64.Forward, Backward: infoNCE64.Backward,
+	Mask: retrieve.DuplicateMask,
+}
+
+// headCase is one batch for the head: B queries of Tq tokens, N documents
+// of Td tokens (B positives, N−B hard negatives), width D.
+type headCase struct {
+	B, N, Tq, Td, D int
+	tau             float64
+	symmetric       bool
+	mask            []bool // (B, N), nil: none
+	validQ, validD  []bool // (B, Tq), (N, Td), nil: no padding
+	xq, xd          []float64
+}
+
+func (h headCase) name() string {
+	masked := 0
+	for _, m := range h.mask {
+		if m {
+			masked++
+		}
+	}
+	return shape("B", h.B, "N", h.N, "Tq", h.Tq, "Td", h.Td, "D", h.D, "τ", h.tau, "symmetric", h.symmetric, "masked", masked)
+}
+
+// headOut is what one forward and backward of the head produce.
+type headOut struct {
+	loss     float64
+	dxq, dxd []float64
+	dtau     float64
+	ds       []float64 // ∂L/∂S (B, N)
+}
+
+// headState is what headForward saves for headBackward.
+type headState struct {
+	pq, pd, nq, nd, q, d []float64
+	acts                 *infoNCEActs64
+}
+
+// headForward runs the head's forward and returns the loss with what the
+// backward needs.
+func headForward(impl InfoNCEImpl, h headCase) (float64, *headState) {
+	loss := retrieve.InfoNCE[float64]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
+	s := &headState{
+		pq: make([]float64, h.B*h.D), pd: make([]float64, h.N*h.D),
+		nq: make([]float64, h.B), nd: make([]float64, h.N),
+		q: make([]float64, h.B*h.D), d: make([]float64, h.N*h.D),
+		acts: loss.NewActs(),
+	}
+	pool := meanPool64{D: h.D}
+	norm := l2Norm64{D: h.D, Eps: 1e-12}
+	// pass 1: pool the tokens of each sequence
+	impl.PoolForward(pool, s.pq, h.xq, h.validQ, h.B, h.Tq)
+	impl.PoolForward(pool, s.pd, h.xd, h.validD, h.N, h.Td)
+	// pass 2: unit vectors
+	impl.NormForward(norm, s.q, s.nq, s.pq, h.B)
+	impl.NormForward(norm, s.d, s.nd, s.pd, h.N)
+	// pass 3: similarities and the loss
+	return impl.Forward(loss, s.acts, s.q, s.d, h.tau, h.mask), s
+}
+
+// headBackward adds dloss times the gradients into dxq, dxd and *dtau, in
+// reverse order of headForward.
+func headBackward(impl InfoNCEImpl, h headCase, s *headState, dloss float64, dxq, dxd []float64, dtau *float64) {
+	loss := retrieve.InfoNCE[float64]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
+	pool := meanPool64{D: h.D}
+	norm := l2Norm64{D: h.D, Eps: 1e-12}
+	dq, dd := make([]float64, h.B*h.D), make([]float64, h.N*h.D)
+	impl.Backward(loss, dq, dd, dtau, dloss, s.q, s.d, h.tau, h.mask, s.acts)
+	dpq, dpd := make([]float64, h.B*h.D), make([]float64, h.N*h.D)
+	impl.NormBackward(norm, dpq, dq, s.q, s.nq, h.B)
+	impl.NormBackward(norm, dpd, dd, s.d, s.nd, h.N)
+	impl.PoolBackward(pool, dxq, dpq, h.validQ, h.B, h.Tq)
+	impl.PoolBackward(pool, dxd, dpd, h.validD, h.N, h.Td)
+}
+
+// headRun runs forward and backward (dloss = 1) on fresh buffers.
+func headRun(impl InfoNCEImpl, h headCase) (o headOut, err error) {
+	err = protect(func() error {
+		loss, s := headForward(impl, h)
+		o.loss = loss
+		o.dxq, o.dxd = make([]float64, len(h.xq)), make([]float64, len(h.xd))
+		headBackward(impl, h, s, 1, o.dxq, o.dxd, &o.dtau)
+		o.ds = clone(s.acts.DS)
+		return nil
+	})
+	return o, err
+}
+
+// newHeadCase draws token vectors for the given shapes; pad marks the
+// number of trailing padding tokens of sequence b (queries, then
+// documents), cycling.
+func newHeadCase(B, N, Tq, Td, D int, tau float64, symmetric bool, pads []int, seed uint64) headCase {
+	h := headCase{B: B, N: N, Tq: Tq, Td: Td, D: D, tau: tau, symmetric: symmetric,
+		xq: randn(seed, B*Tq*D, 1), xd: randn(seed+1, N*Td*D, 1)}
+	if len(pads) > 0 {
+		h.validQ, h.validD = make([]bool, B*Tq), make([]bool, N*Td)
+		k := 0
+		for b := range B {
+			for t := range Tq {
+				h.validQ[b*Tq+t] = t < Tq-min(pads[k%len(pads)], Tq-1)
+			}
+			k++
+		}
+		for b := range N {
+			for t := range Td {
+				h.validD[b*Td+t] = t < Td-min(pads[k%len(pads)], Td-1)
+			}
+			k++
+		}
+	}
+	return h
+}
+
+// withMask sets mask entries (i, j) given as pairs.
+func (h headCase) withMask(pairs ...[2]int) headCase {
+	h.mask = make([]bool, h.B*h.N)
+	for _, p := range pairs {
+		h.mask[p[0]*h.N+p[1]] = true
+	}
+	return h
+}
+
+func infonceDiff(impl InfoNCEImpl, h headCase) Diff {
+	tau := []float64{h.tau}
+	return Diff{
+		Name:   h.name(),
+		Inputs: []gradcheck.Param{{Name: "xq", X: h.xq}, {Name: "xd", X: h.xd}, {Name: "τ", X: tau}},
+		Out:    1,
+		Forward: func(out []float64) {
+			hc := h
+			hc.tau = tau[0]
+			out[0], _ = headForward(impl, hc)
+		},
+		Backward: func(g [][]float64, dout []float64) {
+			hc := h
+			hc.tau = tau[0]
+			_, s := headForward(impl, hc) // caches at the current point
+			headBackward(impl, hc, s, dout[0], g[0], g[1], &g[2][0])
+		},
+	}
+}
+
+// InfoNCE returns the checks of the contrastive head: pooling, L2
+// normalisation and the InfoNCE loss, differentiated as one function of the
+// token vectors of queries and documents and of the temperature.
+func InfoNCE() []Check[InfoNCEImpl] {
+	small := func(impl InfoNCEImpl) []Diff {
+		return []Diff{
+			infonceDiff(impl, newHeadCase(3, 3, 2, 3, 4, 0.7, false, []int{0, 1}, 1)),
+			infonceDiff(impl, newHeadCase(3, 5, 3, 4, 5, 0.5, true, []int{1, 0, 2}, 2).withMask([2]int{0, 2}, [2]int{1, 4}, [2]int{2, 0})),
+			infonceDiff(impl, newHeadCase(2, 4, 2, 2, 3, 1.3, false, nil, 3).withMask([2]int{1, 3})),
+			infonceDiff(impl, newHeadCase(1, 2, 1, 3, 4, 0.6, false, []int{0, 2}, 4)),
+		}
+	}
+	big := func(impl InfoNCEImpl) []Diff {
+		return []Diff{infonceDiff(impl, newHeadCase(8, 12, 5, 9, 16, 0.5, true, []int{0, 2, 1, 4}, 5).
+			withMask([2]int{0, 3}, [2]int{3, 0}, [2]int{5, 9}, [2]int{7, 11}))}
+	}
+	return append(gradientChecks("the contrastive head (token vectors of queries and documents, τ)", small, big),
+		Check[InfoNCEImpl]{Name: "scale-invariance", Kind: Semantic, Run: infonceScaleInvariance,
+			Claim: "scaling one sequence's token vectors by c > 0 (a different c per sequence) leaves the loss unchanged: the norm removes it",
+			Limit: "a property of the forward"},
+		Check[InfoNCEImpl]{Name: "positive-only-mask", Kind: Semantic, Run: infoncePositiveOnly,
+			Claim: "a mask covering every entry but the positives gives loss exactly 0 and exactly zero gradients, both directions",
+			Limit: "one extreme mask; partial masks are left to the uniform-similarity check and finite differences"},
+		Check[InfoNCEImpl]{Name: "uniform-similarity", Kind: Semantic, Run: infonceUniform,
+			Claim: "when every similarity is equal the loss is the mean of log(unmasked entries) per row (and per positive column when symmetric): the positive counts in its denominator",
+			Limit: "one point of the loss, where every softmax is uniform"},
+		Check[InfoNCEImpl]{Name: "ds-sums", Kind: Semantic, Run: infonceDSSums,
+			Claim: "each row of ∂L/∂S sums to zero (softmax minus one-hot; all of ∂L/∂S when symmetric) and masked entries are exactly zero",
+			Limit: "sums: errors that cancel within a row are left to finite differences"},
+		Check[InfoNCEImpl]{Name: "scale-direction", Kind: Semantic, Run: infonceScaleDirection,
+			Claim: "Σ_t x_t · dx_t = 0 for every sequence: growing a sequence's vectors along themselves leaves the unit vector, and the loss, unchanged",
+			Limit: "one direction per sequence; finite differences check the rest"},
+		Check[InfoNCEImpl]{Name: "temperature-sharpens", Kind: Semantic, Run: infonceSharpens,
+			Claim: "when every positive is its row's and column's best match, ∂L/∂τ > 0 and halving τ lowers the loss",
+			Limit: "the sign at points where the answer is known, not its size"},
+		Check[InfoNCEImpl]{Name: "false-negative-mask", Kind: Semantic, Run: infonceMask,
+			Claim: "the mask built from document keys covers exactly the other copies of each positive, never the positive itself",
+			Limit: "the mask builder only: whether the keys are right is the caller's business"},
+	)
+}
+
+func infonceScaleInvariance(impl InfoNCEImpl) Result {
+	h := newHeadCase(4, 6, 3, 5, 6, 0.2, true, []int{0, 1, 2}, 30).withMask([2]int{1, 5})
+	base, err := headRun(impl, h)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	var worst float64
+	for x, c := range []float64{1e-3, 0.5, 7, 1e4} {
+		s := h
+		s.xq, s.xd = clone(h.xq), clone(h.xd)
+		for b := range h.B {
+			cb := c * float64(1+b) // a different factor per sequence
+			for i := range h.Tq * h.D {
+				s.xq[b*h.Tq*h.D+i] *= cb
+			}
+		}
+		for b := range h.N {
+			cb := c / float64(1+b)
+			for i := range h.Td * h.D {
+				s.xd[b*h.Td*h.D+i] *= cb
+			}
+		}
+		o, err := headRun(impl, s)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
+		worst = max(worst, d)
+		if msg != "" {
+			res := fail("scales %d: %s", x, msg)
+			res.Error = d
+			return res
+		}
+	}
+	res := pass("loss unchanged for per-sequence factors around 1e-3, 0.5, 7, 1e4, max error %.1e", worst)
+	res.Error = worst
+	return res
+}
+
+func infoncePositiveOnly(impl InfoNCEImpl) Result {
+	for _, sym := range []bool{false, true} {
+		h := newHeadCase(4, 7, 3, 4, 5, 0.3, sym, []int{0, 1}, 40)
+		h.mask = make([]bool, h.B*h.N)
+		for i := range h.B {
+			for j := range h.N {
+				h.mask[i*h.N+j] = j != i
+			}
+		}
+		o, err := headRun(impl, h)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		if o.loss != 0 {
+			res := fail("symmetric %v: loss = %.6g, want exactly 0 with only the positives unmasked", sym, o.loss)
+			res.Error = math.Abs(o.loss)
+			return res
+		}
+		for _, g := range []struct {
+			name string
+			v    []float64
+		}{{"dxq", o.dxq}, {"dxd", o.dxd}, {"dτ", []float64{o.dtau}}} {
+			for i, v := range g.v {
+				if v != 0 {
+					res := fail("symmetric %v: %s[%d] = %.3g, want exactly 0", sym, g.name, i, v)
+					res.Error = math.Abs(v)
+					return res
+				}
+			}
+		}
+	}
+	return pass("loss exactly 0 and every gradient exactly 0, one and both directions")
+}
+
+func infonceUniform(impl InfoNCEImpl) Result {
+	var worst float64
+	for x, sym := range []bool{false, true} {
+		h := newHeadCase(4, 6, 2, 3, 5, 0.25, sym, []int{0, 1}, 50).withMask([2]int{0, 1}, [2]int{0, 5}, [2]int{2, 3}, [2]int{3, 1})
+		// every token the same vector: every unit vector equal, every S = 1/τ
+		v := randn(51, h.D, 1)
+		for i := range h.xq {
+			h.xq[i] = v[i%h.D]
+		}
+		for i := range h.xd {
+			h.xd[i] = v[i%h.D]
+		}
+		o, err := headRun(impl, h)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		var lq, ld float64
+		for i := range h.B {
+			n := 0
+			for j := range h.N {
+				if !h.mask[i*h.N+j] {
+					n++
+				}
+			}
+			lq += math.Log(float64(n))
+		}
+		want := lq / float64(h.B)
+		if sym {
+			for j := range h.B {
+				n := 0
+				for i := range h.B {
+					if !h.mask[i*h.N+j] {
+						n++
+					}
+				}
+				ld += math.Log(float64(n))
+			}
+			want = (want + ld/float64(h.B)) / 2
+		}
+		d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
+		worst = max(worst, d)
+		if msg != "" {
+			res := fail("case %d (symmetric %v): %s", x, sym, msg)
+			res.Error = d
+			return res
+		}
+	}
+	res := pass("equal similarities, 4 masked entries, one and both directions: loss = mean log(unmasked count), max error %.1e", worst)
+	res.Error = worst
+	return res
+}
+
+func infonceDSSums(impl InfoNCEImpl) Result {
+	var worst float64
+	for _, sym := range []bool{false, true} {
+		h := newHeadCase(5, 8, 2, 3, 4, 0.1, sym, []int{0, 1}, 60).withMask([2]int{0, 4}, [2]int{4, 0}, [2]int{2, 7})
+		o, err := headRun(impl, h)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		for i := range h.B {
+			for j := range h.N {
+				if h.mask[i*h.N+j] && o.ds[i*h.N+j] != 0 {
+					return fail("symmetric %v: masked ∂L/∂S[%d,%d] = %.3g, want exactly 0", sym, i, j, o.ds[i*h.N+j])
+				}
+			}
+		}
+		sums := make([]float64, h.B)
+		var m float64
+		for i := range h.B {
+			for _, g := range o.ds[i*h.N : (i+1)*h.N] {
+				sums[i] += g
+				m = max(m, math.Abs(g))
+			}
+		}
+		if sym { // the column direction adds to rows; only the total is zero
+			var t float64
+			for _, s := range sums {
+				t += s
+			}
+			sums = []float64{t}
+		}
+		for i, s := range sums {
+			e := math.Abs(s) / (1 + m)
+			worst = max(worst, e)
+			if e > identical {
+				res := fail("symmetric %v: sum %d of ∂L/∂S = %.3g (max |entry| %.3g)", sym, i, s, m)
+				res.Error = e
+				return res
+			}
+		}
+	}
+	res := pass("rows (one direction) and the total (both) of ∂L/∂S sum to zero, masked entries exactly 0, max error %.1e", worst)
+	res.Error = worst
+	return res
+}
+
+func infonceScaleDirection(impl InfoNCEImpl) Result {
+	h := newHeadCase(4, 6, 3, 4, 5, 0.4, true, []int{0, 2, 1}, 70).withMask([2]int{2, 4})
+	o, err := headRun(impl, h)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	var worst float64
+	for _, side := range []struct {
+		name  string
+		x, dx []float64
+		n, T  int
+	}{{"query", h.xq, o.dxq, h.B, h.Tq}, {"document", h.xd, o.dxd, h.N, h.Td}} {
+		for b := range side.n {
+			var dot, scale float64
+			for i := range side.T * h.D {
+				k := b*side.T*h.D + i
+				dot += side.x[k] * side.dx[k]
+				scale = max(scale, math.Abs(side.x[k]*side.dx[k]))
+			}
+			e := math.Abs(dot) / (1 + scale)
+			worst = max(worst, e)
+			if e > identical {
+				res := fail("%s %d: Σ_t x_t·dx_t = %.3g, want 0 (largest term %.3g)", side.name, b, dot, scale)
+				res.Error = e
+				return res
+			}
+		}
+	}
+	res := pass("Σ_t x_t·dx_t = 0 for all %d sequences, max error %.1e", h.B+h.N, worst)
+	res.Error = worst
+	return res
+}
+
+func infonceSharpens(impl InfoNCEImpl) Result {
+	for _, sym := range []bool{false, true} {
+		h := newHeadCase(4, 6, 2, 2, 6, 0.5, sym, nil, 80).withMask([2]int{1, 5})
+		// each query is its positive plus a little noise: the positive is the
+		// best match of its row and column
+		noise := randn(81, len(h.xq), 0.05)
+		for b := range h.B {
+			for i := range h.Tq * h.D {
+				h.xq[b*h.Tq*h.D+i] = h.xd[b*h.Td*h.D+i] + noise[b*h.Tq*h.D+i]
+			}
+		}
+		o, err := headRun(impl, h)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		if !(o.dtau > 0) {
+			return fail("symmetric %v: ∂L/∂τ = %.4g with every positive the best match; want > 0 (a sharper softmax fits better)", sym, o.dtau)
+		}
+		half := h
+		half.tau /= 2
+		o2, err := headRun(impl, half)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		if !(o2.loss < o.loss) {
+			return fail("symmetric %v: loss %.4g at τ/2, %.4g at τ: want lower at τ/2", sym, o2.loss, o.loss)
+		}
+	}
+	return pass("∂L/∂τ > 0 and L(τ/2) < L(τ) when positives are the best matches, one and both directions")
+}
+
+func infonceMask(impl InfoNCEImpl) Result {
+	keys := []string{"a", "b", "a", "c", "b", "a", "d"}
+	const B = 4
+	N := len(keys)
+	got := make([]bool, B*N)
+	copies := 0
+	if err := protect(func() error { impl.Mask(got, keys, B); return nil }); err != nil {
+		return errored(err, "%v")
+	}
+	for i := range B {
+		for j := range N {
+			want := j != i && keys[j] == keys[i]
+			if want {
+				copies++
+			}
+			if got[i*N+j] != want {
+				what := "a true negative masked"
+				switch {
+				case j == i:
+					what = "the positive masked"
+				case want:
+					what = "a copy of the positive left as a negative"
+				}
+				return fail("keys %v, B = %d: mask[%d,%d] = %v: %s", keys, B, i, j, got[i*N+j], what)
+			}
+		}
+	}
+	return pass("keys %s, B = %d: exactly the %d other copies of a positive masked, no positive", fmt.Sprint(keys), B, copies)
+}

@@ -1,0 +1,90 @@
+package faults
+
+import (
+	"math"
+
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+// InfoNCE returns the faults of the contrastive head: package retrieve's
+// pooling, normalisation, loss and mask builder with one of them replaced.
+func InfoNCE() []Fault[checks.InfoNCEImpl] {
+	ref := checks.InfoNCEReference
+	with := func(f func(*checks.InfoNCEImpl)) checks.InfoNCEImpl {
+		impl := ref
+		f(&impl)
+		return impl
+	}
+	return []Fault[checks.InfoNCEImpl]{
+		{Name: "infonce-positive-not-in-denominator", FDBlind: true,
+			Impl:   with(func(i *checks.InfoNCEImpl) { i.Forward = infoncePositiveOutside }),
+			Breaks: "the softmax denominator sums over the negatives only: loss = log Σ_{j≠i} exp S[i,j] − S[i,i], unbounded below (backward consistent)"},
+		{Name: "l2norm-constant-in-backward",
+			Impl:   with(func(i *checks.InfoNCEImpl) { i.NormBackward = l2NormConstant }),
+			Breaks: "the forward normalises, the backward treats ‖x‖ as a constant: dx = dy/‖x‖, the −y(y·dy)/‖x‖ projection dropped"},
+		{Name: "infonce-dtau-sign",
+			Impl:   with(func(i *checks.InfoNCEImpl) { i.Backward = infonceDTauFlipped }),
+			Breaks: "the temperature's gradient has the wrong sign: +(1/τ) Σ ∂L/∂S ⊙ S"},
+		{Name: "false-negative-mask-covers-positive", FDBlind: true,
+			Impl:   with(func(i *checks.InfoNCEImpl) { i.Mask = maskWithPositive }),
+			Breaks: "the false-negative mask marks every document with the positive's key, the positive included"},
+	}
+}
+
+// infoncePositiveOutside is the forward with the positive taken out of each
+// denominator. It runs the correct forward, then renormalises the saved
+// softmaxes without the positive: P'[i,j] = P[i,j]/(1 − P[i,i]) for j ≠ i,
+// P'[i,i] = 0, and log Σ_{j≠i} e^S = log Σ_j e^S + log(1 − P[i,i]). The
+// correct backward, which reads P, then differentiates this loss exactly.
+func infoncePositiveOutside(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64 {
+	loss := c.Forward(a, q, d, tau, mask)
+	B, N := c.B, c.N
+	var lq, ld float64
+	for i := range B {
+		rest := 1 - a.P[i*N+i]
+		lq += math.Log(rest)
+		for j := range N {
+			a.P[i*N+j] /= rest
+		}
+		a.P[i*N+i] = 0
+	}
+	if !c.Symmetric {
+		return loss + lq/float64(B)
+	}
+	for j := range B {
+		rest := 1 - a.PC[j*B+j]
+		ld += math.Log(rest)
+		for i := range B {
+			a.PC[i*B+j] /= rest
+		}
+		a.PC[j*B+j] = 0
+	}
+	return loss + (lq+ld)/float64(B)/2
+}
+
+func l2NormConstant(l retrieve.L2Norm[float64], dx, dy, y, norm []float64, n int) {
+	D := l.D
+	for i := range n {
+		for j := range D {
+			dx[i*D+j] += dy[i*D+j] / max(norm[i], l.Eps)
+		}
+	}
+}
+
+func infonceDTauFlipped(c retrieve.InfoNCE[float64], dq, dd []float64, dtau *float64, dloss float64, q, d []float64, tau float64, mask []bool, a *retrieve.InfoNCEActs[float64]) {
+	var t float64
+	c.Backward(dq, dd, &t, dloss, q, d, tau, mask, a)
+	if dtau != nil {
+		*dtau -= t
+	}
+}
+
+func maskWithPositive(dst []bool, keys []string, B int) {
+	N := len(keys)
+	for i := range B {
+		for j, k := range keys {
+			dst[i*N+j] = k == keys[i]
+		}
+	}
+}
