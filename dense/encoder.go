@@ -1,0 +1,126 @@
+package dense
+
+import (
+	"fmt"
+
+	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
+)
+
+// Encoder is the transformer of a dual encoder: token embedding, the
+// pre-norm blocks of package model with bidirectional attention (Causal
+// false) and padding masks, and a final RMSNorm. It turns B sequences of
+// token ids into B·T token vectors; the contrastive head (retrieve.Head's
+// ops) pools and normalises them.
+//
+// The weights are those of a model.Model with tied embeddings: its LM head
+// is never used, so a checkpoint is a Hugging Face Llama directory whose
+// lm_head is the embedding.
+type Encoder[T nn.Float] struct {
+	Model  *model.Model[T]
+	Params *model.Params[T]
+}
+
+// Acts holds one batch of B sequences padded on the right to T tokens, and
+// what Forward saves for Backward.
+type Acts[T nn.Float] struct {
+	B, T   int
+	Tokens []int  // (B, T), 0 at padding
+	Valid  []bool // (B, T)
+	Pos    []int  // (B, T): 0, 1, … along each sequence
+	X      [][]T  // X[l] is the input of block l (B·T, D); X[L] the final norm's input
+	Blocks []*model.BlockActs[T]
+	Out    []T // the token vectors: RMSNorm(X[L]) (B·T, D)
+	Rstd   []T // (B·T)
+
+	attn    *attention.Config
+	dx, dxf []T
+}
+
+// NewActs returns activations for B sequences of up to Tn tokens.
+func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
+	c := e.Model.Config
+	n, D := B*Tn, c.HiddenSize
+	a := &Acts[T]{B: B, T: Tn, Tokens: make([]int, n), Valid: make([]bool, n), Pos: make([]int, n),
+		Out: make([]T, n*D), Rstd: make([]T, n), dx: make([]T, n*D), dxf: make([]T, n*D)}
+	for range c.NumHiddenLayers + 1 {
+		a.X = append(a.X, make([]T, n*D))
+	}
+	for range c.NumHiddenLayers {
+		a.Blocks = append(a.Blocks, e.Model.Block.NewBlockActs(B, Tn))
+	}
+	a.attn = &attention.Config{
+		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
+		Causal: false, QPos: a.Pos, KPos: a.Pos, QValid: a.Valid, KValid: a.Valid,
+	}
+	return a
+}
+
+// Forward encodes seqs (len(seqs) = a.B, each of 1..a.T ids) into a.Out.
+// Every token attends to every real token of its own sequence; padding
+// neither attends nor is attended to.
+//
+// It returns an error for an empty or too long sequence, an id outside the
+// vocabulary, or a position beyond max_position_embeddings.
+func (e *Encoder[T]) Forward(a *Acts[T], seqs [][]int) error {
+	c := e.Model.Config
+	if len(seqs) != a.B {
+		return fmt.Errorf("dense: %d sequences for activations of %d", len(seqs), a.B)
+	}
+	if a.T > c.MaxPositionEmbeddings {
+		return fmt.Errorf("dense: %d tokens per sequence, beyond max_position_embeddings = %d", a.T, c.MaxPositionEmbeddings)
+	}
+	for b, s := range seqs {
+		if len(s) < 1 || len(s) > a.T {
+			return fmt.Errorf("dense: sequence %d has %d tokens, want 1..%d", b, len(s), a.T)
+		}
+		for t := range a.T {
+			i := b*a.T + t
+			a.Pos[i] = t
+			a.Valid[i] = t < len(s)
+			a.Tokens[i] = 0
+			if t < len(s) {
+				if s[t] < 0 || s[t] >= c.VocabSize {
+					return fmt.Errorf("dense: sequence %d, token %d is %d, outside the vocabulary [0, %d)", b, t, s[t], c.VocabSize)
+				}
+				a.Tokens[i] = s[t]
+			}
+		}
+	}
+	n, D := a.B*a.T, c.HiddenSize
+	nn.Embedding[T]{V: c.VocabSize, D: D}.Forward(a.X[0], a.Tokens, e.Params.Embed)
+	for l := range e.Params.Layers {
+		if err := e.Model.Block.Forward(a.X[l+1], a.Blocks[l], a.X[l], &e.Params.Layers[l], a.attn); err != nil {
+			return err
+		}
+	}
+	e.Model.Block.Norm.Forward(a.Out, a.Rstd, a.X[len(e.Params.Layers)], e.Params.Norm, n)
+	return nil
+}
+
+// Backward adds the gradients into g given dOut = ∂L/∂Out (B·T, D), layer by
+// layer in exact reverse order of Forward. Padding rows of dOut must be zero
+// (mean pooling gives them none); they pass nothing on. Backward adds into
+// g; callers zero it.
+func (e *Encoder[T]) Backward(g *model.Params[T], a *Acts[T], dOut []T) {
+	c := e.Model.Config
+	n, D := a.B*a.T, c.HiddenSize
+	// the chain rule starts from dOut, which the head computed
+	// forward was: Out = RMSNorm(X[L])
+	clear(a.dx)
+	e.Model.Block.Norm.Backward(a.dx, g.Norm, dOut, a.X[len(e.Params.Layers)], e.Params.Norm, a.Rstd, n)
+	for l := len(e.Params.Layers) - 1; l >= 0; l-- {
+		// forward was: X[l+1] = Block(X[l]); a.dx holds ∂L/∂X[l+1]
+		clear(a.dxf)
+		e.Model.Block.Backward(a.dxf, &g.Layers[l], a.dx, a.X[l], &e.Params.Layers[l], a.Blocks[l], a.attn)
+		a.dx, a.dxf = a.dxf, a.dx
+	}
+	// forward was: X[0] = Embed[tokens]; padding rows carry no gradient
+	for i, ok := range a.Valid {
+		if !ok {
+			clear(a.dx[i*D : (i+1)*D])
+		}
+	}
+	nn.Embedding[T]{V: c.VocabSize, D: D}.Backward(g.Embed, a.dx, a.Tokens)
+}

@@ -1,0 +1,111 @@
+package dense
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+func tinyPairs() []retrieve.Pair {
+	var ps []retrieve.Pair
+	for i := range 12 {
+		ps = append(ps, retrieve.Pair{
+			ID:      fmt.Sprintf("pkg%d.F%d", i%3, i),
+			Query:   fmt.Sprintf("returns the number %d of widgets", i),
+			Code:    fmt.Sprintf("func F%d(w []Widget) int {\n\treturn len(w) + %d\n}", i, i),
+			Package: fmt.Sprintf("pkg%d", i%3), File: fmt.Sprintf("pkg%d/f.go", i%3), Line: 10 + i,
+		})
+	}
+	return ps
+}
+
+func tinyModel(t *testing.T, pairs []retrieve.Pair) *Model {
+	t.Helper()
+	s := Settings{Text: TextTerms, MaxQuery: 12, MaxCode: 30, Tau: 0.05}
+	tok, err := TrainTokenizer(pairs, 300, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig()
+	cfg.VocabSize = tok.VocabSize()
+	m, err := New(cfg, tok, s, 0.1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestIndexSaveLoad(t *testing.T) {
+	pairs := tinyPairs()
+	m := tinyModel(t, pairs)
+	x := NewIndex(m, pairs, nil)
+	dir := filepath.Join(t.TempDir(), "index")
+	if err := x.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	// saving again replaces the index whole
+	if err := x.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	y, err := LoadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.Flat.Vecs, y.Flat.Vecs) || len(y.Docs) != len(pairs) || y.Docs[3] != pairs[3] {
+		t.Fatal("the loaded index differs from the saved one")
+	}
+	// the loaded encoder embeds queries exactly as the saved one
+	d1, s1 := x.Search("number 7 widgets", 3)
+	d2, s2 := y.Search("number 7 widgets", 3)
+	if !slices.Equal(d1, d2) || !slices.Equal(s1, s2) {
+		t.Errorf("search before saving %v %v, after loading %v %v", d1, s1, d2, s2)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 1 {
+		t.Errorf("the parent folder holds %d entries, want only the index", len(entries))
+	}
+
+	// a corpus whose ids disagree with the embeddings is refused
+	ps := slices.Clone(pairs)
+	ps[0].ID = "other"
+	if err := retrieve.WriteJSONL(filepath.Join(dir, CorpusFile), ps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadIndex(dir); err == nil || !strings.Contains(err.Error(), "ids") {
+		t.Errorf("mismatched ids: error %v", err)
+	}
+}
+
+// TestEmbedConcurrent: the embedding methods are safe for concurrent use
+// and give the same vectors as sequential calls (run with -race).
+func TestEmbedConcurrent(t *testing.T) {
+	pairs := tinyPairs()
+	m := tinyModel(t, pairs)
+	D := m.Dim()
+	want := make([]float32, len(pairs)*D)
+	for i, p := range pairs {
+		m.EmbedQuery(want[i*D:(i+1)*D], p.Query)
+	}
+	got := make([]float32, len(pairs)*D)
+	var wg sync.WaitGroup
+	for i, p := range pairs {
+		wg.Go(func() { m.EmbedQuery(got[i*D:(i+1)*D], p.Query) })
+	}
+	wg.Wait()
+	if !slices.Equal(got, want) {
+		t.Error("concurrent embeddings differ from sequential ones")
+	}
+	var ss float32
+	for _, v := range want[:D] {
+		ss += v * v
+	}
+	if ss < 0.999 || ss > 1.001 {
+		t.Errorf("embedding of squared norm %g, want 1", ss)
+	}
+}

@@ -1,0 +1,232 @@
+package dense
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/tokenizer"
+)
+
+// Checkpoint file names beside model.Save's config.json and
+// model.safetensors.
+const (
+	TokenizerFile = "tokenizer.json"
+	SettingsFile  = "dense.json"
+)
+
+// Text preparations: what the tokenizer reads of a query or a piece of code.
+const (
+	// TextRaw is the text as written.
+	TextRaw = "raw"
+	// TextTerms is the text's code-aware terms (retrieve.Terms) joined by
+	// spaces: identifiers split at case changes and lower-cased, punctuation
+	// and stop words dropped, so that "HasPrefix(s, prefix string)" and
+	// "reports whether s begins with prefix" share the units "prefix" and
+	// "has": the words a query and its code have in common become the same
+	// tokens, as BM25 sees them.
+	TextTerms = "terms"
+)
+
+// Settings are what a checkpoint records beyond the transformer.
+type Settings struct {
+	Text      string  `json:"text"` // TextRaw or TextTerms ("" reads as TextRaw)
+	MaxQuery  int     `json:"max_query_tokens"`
+	MaxCode   int     `json:"max_code_tokens"`
+	Pooling   string  `json:"pooling"`   // "mean" over real tokens
+	Normalize bool    `json:"normalize"` // unit-length embeddings
+	Causal    bool    `json:"causal"`    // false: bidirectional attention
+	Tau       float64 `json:"temperature"`
+}
+
+// Model is a trained dual encoder: the encoder, its tokenizer and settings.
+// Its embedding methods are safe for concurrent use.
+type Model struct {
+	Enc      *Encoder[float32]
+	Tok      *tokenizer.Tokenizer
+	Settings Settings
+
+	pools sync.Map // bucketed length → *sync.Pool of *Acts[float32] (B = 1)
+}
+
+// Dim returns the width of the embeddings.
+func (m *Model) Dim() int { return m.Enc.Model.Config.HiddenSize }
+
+// bucket rounds a length up to a multiple of 16, the padded length a
+// sequence is encoded at; fewer distinct shapes let activations be reused.
+func bucket(n int) int { return (n + 15) &^ 15 }
+
+func (m *Model) acts(Tn int) (*Acts[float32], *sync.Pool) {
+	p, _ := m.pools.LoadOrStore(Tn, &sync.Pool{})
+	pool := p.(*sync.Pool)
+	if a, ok := pool.Get().(*Acts[float32]); ok {
+		return a, pool
+	}
+	return m.Enc.NewActs(1, Tn), pool
+}
+
+// Prepare returns the text the tokenizer reads for text (see TextTerms).
+func (s Settings) Prepare(text string) string {
+	if s.Text == TextTerms {
+		return strings.Join(retrieve.Terms(text), " ")
+	}
+	return text
+}
+
+// Tokens returns the ids of the prepared text truncated to max tokens, never
+// empty: an empty text becomes the single token of a space.
+func (m *Model) Tokens(text string, max int) []int {
+	ids := m.Tok.Encode([]byte(m.Settings.Prepare(text)))
+	if len(ids) == 0 {
+		ids = m.Tok.Encode([]byte(" "))
+	}
+	return ids[:min(len(ids), max)]
+}
+
+// EmbedTokens writes the unit embedding of one sequence of ids into
+// dst[:Dim()]. It returns the encoder's error for ids it cannot take.
+func (m *Model) EmbedTokens(dst []float32, ids []int) error {
+	D := m.Dim()
+	a, pool := m.acts(bucket(len(ids)))
+	defer pool.Put(a)
+	if err := m.Enc.Forward(a, [][]int{ids}); err != nil {
+		return err
+	}
+	retrieve.MeanPool[float32]{D: D}.Forward(dst[:D], a.Out, a.Valid, 1, a.T)
+	norm := []float32{0}
+	retrieve.L2Norm[float32]{D: D, Eps: 1e-12}.Forward(dst[:D], norm, dst[:D], 1)
+	return nil
+}
+
+// EmbedQuery writes the embedding of a query into dst[:Dim()].
+func (m *Model) EmbedQuery(dst []float32, text string) {
+	if err := m.EmbedTokens(dst, m.Tokens(text, m.Settings.MaxQuery)); err != nil {
+		panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
+	}
+}
+
+// EmbedCode writes the embedding of a code document into dst[:Dim()].
+func (m *Model) EmbedCode(dst []float32, text string) {
+	if err := m.EmbedTokens(dst, m.Tokens(text, m.Settings.MaxCode)); err != nil {
+		panic(err.Error())
+	}
+}
+
+// Query returns m as the retrieve.Encoder of queries.
+func (m *Model) Query() retrieve.Encoder { return encoderFunc{m.Dim(), m.EmbedQuery} }
+
+// Code returns m as the retrieve.Encoder of code.
+func (m *Model) Code() retrieve.Encoder { return encoderFunc{m.Dim(), m.EmbedCode} }
+
+type encoderFunc struct {
+	d int
+	f func([]float32, string)
+}
+
+func (e encoderFunc) Dim() int                       { return e.d }
+func (e encoderFunc) Encode(dst []float32, s string) { e.f(dst, s) }
+
+// EmbedCodes embeds every code document into an (N, D) matrix, calling
+// progress (if not nil) with the number done after each one.
+func (m *Model) EmbedCodes(codes []string, progress func(done int)) []float32 {
+	D := m.Dim()
+	out := make([]float32, len(codes)*D)
+	for i, c := range codes {
+		m.EmbedCode(out[i*D:(i+1)*D], c)
+		if progress != nil {
+			progress(i + 1)
+		}
+	}
+	return out
+}
+
+// Save writes the checkpoint directory dir atomically (see model.Save).
+func (m *Model) Save(dir string) error {
+	var tok bytes.Buffer
+	if err := m.Tok.WriteJSON(&tok); err != nil {
+		return fmt.Errorf("dense: %w", err)
+	}
+	set, err := json.MarshalIndent(m.Settings, "", "  ")
+	if err != nil {
+		return fmt.Errorf("dense: %w", err)
+	}
+	return m.Enc.Model.Save(dir, m.Enc.Params, map[string][]byte{TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n')})
+}
+
+// Load reads a checkpoint directory written by Save.
+func Load(dir string) (*Model, error) {
+	mod, p, err := model.Load[float32](dir)
+	if err != nil {
+		return nil, err
+	}
+	if !mod.Config.TieWordEmbeddings {
+		return nil, fmt.Errorf("dense: %s: tie_word_embeddings is false: not a dense encoder checkpoint", dir)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("dense: %w", err)
+	}
+	if tok.VocabSize() > mod.Config.VocabSize {
+		return nil, fmt.Errorf("dense: %s: the tokenizer has %d ids, the model %d", dir, tok.VocabSize(), mod.Config.VocabSize)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return nil, fmt.Errorf("dense: %w", err)
+	}
+	var s Settings
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("dense: %s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	switch {
+	case s.MaxQuery < 1 || s.MaxCode < 1 || bucket(max(s.MaxQuery, s.MaxCode)) > mod.Config.MaxPositionEmbeddings:
+		return nil, fmt.Errorf("dense: %s: max_query_tokens %d, max_code_tokens %d: want >= 1 and, rounded up to 16, at most max_position_embeddings = %d",
+			SettingsFile, s.MaxQuery, s.MaxCode, mod.Config.MaxPositionEmbeddings)
+	case s.Text != "" && s.Text != TextRaw && s.Text != TextTerms:
+		return nil, fmt.Errorf("dense: %s: text %q, want %q or %q", SettingsFile, s.Text, TextRaw, TextTerms)
+	case s.Pooling != "mean" || !s.Normalize || s.Causal:
+		return nil, fmt.Errorf("dense: %s: pooling %q, normalize %v, causal %v: only mean pooling of unit length with bidirectional attention is implemented",
+			SettingsFile, s.Pooling, s.Normalize, s.Causal)
+	}
+	return &Model{Enc: &Encoder[float32]{Model: mod, Params: p}, Tok: tok, Settings: s}, nil
+}
+
+// New returns a model with the architecture of cfg (tied embeddings are
+// forced: the LM head is never used), weights drawn as model.Init does with
+// standard deviation std, the tokenizer tok and settings s.
+func New(cfg model.Config, tok *tokenizer.Tokenizer, s Settings, std float64, seed uint64) (*Model, error) {
+	cfg.TieWordEmbeddings = true
+	if tok.VocabSize() > cfg.VocabSize {
+		return nil, fmt.Errorf("dense: the tokenizer has %d ids, the model %d", tok.VocabSize(), cfg.VocabSize)
+	}
+	if need := bucket(max(s.MaxQuery, s.MaxCode)); need > cfg.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("dense: sequences of up to %d tokens (padded), beyond max_position_embeddings = %d", need, cfg.MaxPositionEmbeddings)
+	}
+	m, err := model.New[float32](cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := m.NewParams()
+	m.Init(p, std, seed)
+	s.Pooling, s.Normalize, s.Causal = "mean", true, false
+	if s.Text == "" {
+		s.Text = TextRaw
+	}
+	return &Model{Enc: &Encoder[float32]{Model: m, Params: p}, Tok: tok, Settings: s}, nil
+}
+
+// TrainTokenizer learns a byte-level BPE tokenizer of vocab ids on the code
+// and the queries of pairs, prepared as s says: the text both sides of the
+// encoder will read.
+func TrainTokenizer(pairs []retrieve.Pair, vocab int, s Settings) (*tokenizer.Tokenizer, error) {
+	docs := make([][]byte, 0, 2*len(pairs))
+	for _, p := range pairs {
+		docs = append(docs, []byte(s.Prepare(p.Code)), []byte(s.Prepare(p.Query)))
+	}
+	return tokenizer.Train(docs, vocab, tokenizer.Options{})
+}

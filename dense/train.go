@@ -1,0 +1,233 @@
+package dense
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+// Data is a tokenised training split with its mined hard negatives.
+type Data struct {
+	Queries, Codes [][]int  // token ids, truncated
+	Keys           []string // retrieve.CodeKey of each code
+	QueryText      []string // for masking other pairs with the same query
+	Negatives      [][]int  // per pair: indices of hard-negative codes
+}
+
+// NewData tokenises pairs as m does (its text preparation, tokenizer and
+// limits) and attaches the hard negatives (nil: none).
+func NewData(m *Model, pairs []retrieve.Pair, negatives [][]int) *Data {
+	d := &Data{Negatives: negatives}
+	for _, p := range pairs {
+		d.Queries = append(d.Queries, m.Tokens(p.Query, m.Settings.MaxQuery))
+		d.Codes = append(d.Codes, m.Tokens(p.Code, m.Settings.MaxCode))
+		d.Keys = append(d.Keys, retrieve.CodeKey(p.Code))
+		d.QueryText = append(d.QueryText, p.Query)
+	}
+	if d.Negatives == nil {
+		d.Negatives = make([][]int, len(pairs))
+	}
+	return d
+}
+
+// Options configures a Trainer.
+type Options struct {
+	Batch         int            // pairs per step: B
+	HardNegatives int            // hard negatives per query used each step (at most those mined)
+	Tau           float64        // temperature, or its starting value when learned
+	LearnTau      bool           // learn log τ with the weights (τ kept ≥ 0.01)
+	Symmetric     bool           // add the code→query direction to the loss
+	Schedule      train.Schedule // learning rate by step
+	Beta1, Beta2  float64
+	Eps, WD, Clip float64
+	Seed          uint64
+}
+
+// Trainer trains an encoder with InfoNCE over in-batch and hard negatives.
+type Trainer struct {
+	Enc   *Encoder[float32]
+	Opt   Options
+	Data  *Data
+	Step  int
+	Tau   float64 // the current temperature
+	grads *model.Params[float32]
+	adam  *train.AdamW[float32]
+	cur   *train.Cursor
+
+	params []train.Param[float32]
+	logTau []float32 // learned temperature: log τ and its gradient
+	dTau   []float32
+
+	spare map[int][]*Acts[float32] // activations of the last step, by padded length, for reuse
+}
+
+// NewTrainer returns a trainer of enc (initialised by the caller) on data.
+func NewTrainer(enc *Encoder[float32], data *Data, o Options) (*Trainer, error) {
+	switch {
+	case o.Batch < 2:
+		return nil, fmt.Errorf("dense: batch %d: in-batch negatives need at least 2 pairs", o.Batch)
+	case len(data.Queries) < o.Batch:
+		return nil, fmt.Errorf("dense: %d training pairs, fewer than a batch of %d", len(data.Queries), o.Batch)
+	case !(o.Tau > 0) || math.IsInf(o.Tau, 0):
+		return nil, fmt.Errorf("dense: temperature %v, want a finite value > 0", o.Tau)
+	case o.HardNegatives < 0:
+		return nil, fmt.Errorf("dense: %d hard negatives", o.HardNegatives)
+	}
+	t := &Trainer{Enc: enc, Opt: o, Data: data, Tau: o.Tau,
+		grads: enc.Model.NewParams(),
+		adam:  train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
+		cur:   train.NewCursor(len(data.Queries), o.Seed),
+		spare: map[int][]*Acts[float32]{},
+	}
+	t.params = train.Params(enc.Model, enc.Params, t.grads, false)
+	if o.LearnTau {
+		t.logTau, t.dTau = []float32{float32(math.Log(o.Tau))}, []float32{0}
+		t.params = append(t.params, train.Param[float32]{Name: "log_temperature", X: t.logTau, Grad: t.dTau})
+	}
+	return t, nil
+}
+
+// StepResult reports one optimiser step.
+type StepResult struct {
+	Step     int
+	Loss     float64
+	Accuracy float64 // fraction of queries whose positive has the row's largest similarity
+	LR       float64
+	GradNorm float64 // before clipping
+	Tau      float64
+	Docs     int // documents in the step (positives and hard negatives)
+	Tokens   int // tokens encoded
+}
+
+// ErrNonFinite is returned by TrainStep when the loss or gradient is NaN or
+// infinite; the weights are left as they were before the step.
+var ErrNonFinite = errors.New("dense: non-finite loss or gradient")
+
+// seq is one encoded sequence of a step.
+type seq struct {
+	ids  []int
+	acts *Acts[float32]
+	dOut []float32
+}
+
+// TrainStep runs one optimiser step on the next batch.
+func (t *Trainer) TrainStep() (StepResult, error) {
+	o := t.Opt
+	D := t.Enc.Model.Config.HiddenSize
+	idx := t.cur.Take(o.Batch)
+	B := len(idx)
+
+	// The documents: the B positives, then each query's hard negatives.
+	docs := slices.Clone(idx)
+	for _, i := range idx {
+		negs := t.Data.Negatives[i]
+		docs = append(docs, negs[:min(len(negs), o.HardNegatives)]...)
+	}
+	N := len(docs)
+	keys := make([]string, N)
+	for j, d := range docs {
+		keys[j] = t.Data.Keys[d]
+	}
+	// False negatives: copies of a positive's code, and the positives of
+	// other queries with the same text.
+	mask := make([]bool, B*N)
+	retrieve.DuplicateMask(mask, keys, B)
+	for i := range B {
+		for j := range B {
+			if j != i && t.Data.QueryText[idx[i]] == t.Data.QueryText[idx[j]] {
+				mask[i*N+j] = true
+			}
+		}
+	}
+
+	// pass 1: encode every sequence and pool it
+	used := map[int][]*Acts[float32]{}
+	seqs := make([]seq, 0, B+N)
+	for _, i := range idx {
+		seqs = append(seqs, seq{ids: t.Data.Queries[i]})
+	}
+	for _, d := range docs {
+		seqs = append(seqs, seq{ids: t.Data.Codes[d]})
+	}
+	pooled := make([]float32, len(seqs)*D)
+	tokens := 0
+	for x := range seqs {
+		s := &seqs[x]
+		Tn := bucket(len(s.ids))
+		if spare := t.spare[Tn]; len(spare) > 0 {
+			s.acts, t.spare[Tn] = spare[len(spare)-1], spare[:len(spare)-1]
+		} else {
+			s.acts = t.Enc.NewActs(1, Tn)
+		}
+		used[Tn] = append(used[Tn], s.acts)
+		if err := t.Enc.Forward(s.acts, [][]int{s.ids}); err != nil {
+			return StepResult{}, err
+		}
+		retrieve.MeanPool[float32]{D: D}.Forward(pooled[x*D:(x+1)*D], s.acts.Out, s.acts.Valid, 1, Tn)
+		tokens += len(s.ids)
+	}
+	t.spare = used // what this step used is what the next one may reuse
+
+	// pass 2: normalise, similarities, loss
+	nrm := retrieve.L2Norm[float32]{D: D, Eps: 1e-12}
+	emb, norms := make([]float32, len(pooled)), make([]float32, len(seqs))
+	nrm.Forward(emb, norms, pooled, len(seqs))
+	tau := float32(t.Tau)
+	loss := retrieve.InfoNCE[float32]{B: B, N: N, D: D, Symmetric: o.Symmetric}
+	la := loss.NewActs()
+	q, d := emb[:B*D], emb[B*D:]
+	l := loss.Forward(la, q, d, tau, mask)
+	if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
+		return StepResult{}, ErrNonFinite
+	}
+	acc := 0
+	for i := range B {
+		row := la.S[i*N : (i+1)*N]
+		best := i
+		for j, s := range row {
+			if s > row[best] && !mask[i*N+j] {
+				best = j
+			}
+		}
+		if best == i {
+			acc++
+		}
+	}
+
+	// The chain rule starts with dloss = 1 and runs back through the head
+	// into each sequence's token vectors, then through the encoder.
+	t.Enc.Model.Zero(t.grads)
+	demb := make([]float32, len(emb))
+	var dtau float32
+	loss.Backward(demb[:B*D], demb[B*D:], &dtau, 1, q, d, tau, mask, la)
+	dpooled := make([]float32, len(pooled))
+	nrm.Backward(dpooled, demb, emb, norms, len(seqs))
+	for x := range seqs {
+		s := &seqs[x]
+		s.dOut = make([]float32, len(s.acts.Out))
+		retrieve.MeanPool[float32]{D: D}.Backward(s.dOut, dpooled[x*D:(x+1)*D], s.acts.Valid, 1, s.acts.T)
+		t.Enc.Backward(t.grads, s.acts, s.dOut)
+	}
+	if t.logTau != nil {
+		t.dTau[0] = dtau * tau // ∂L/∂log τ = τ·∂L/∂τ
+	}
+
+	norm := train.ClipGradNorm(t.params, o.Clip)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return StepResult{}, ErrNonFinite
+	}
+	lr := o.Schedule.At(t.Step)
+	t.adam.Update(t.params, lr)
+	if t.logTau != nil {
+		t.logTau[0] = max(t.logTau[0], float32(math.Log(0.01)))
+		t.Tau = math.Exp(float64(t.logTau[0]))
+	}
+	t.Step++
+	return StepResult{Step: t.Step, Loss: float64(l), Accuracy: float64(acc) / float64(B), LR: lr, GradNorm: norm,
+		Tau: float64(tau), Docs: N, Tokens: tokens}, nil
+}
