@@ -442,7 +442,7 @@ func retrieverTrainFlags() (*flag.FlagSet, *retrieverTrainOpts) {
 	fs.Float64Var(&o.tau, "tau", 0.05, "temperature (the starting value with -learn-tau)")
 	fs.BoolVar(&o.learnTau, "learn-tau", false, "learn the temperature (as log τ, kept ≥ 0.01)")
 	fs.BoolVar(&o.symmetric, "symmetric", true, "add the code→query direction to the loss (-symmetric=false: queries→code only)")
-	fs.IntVar(&o.steps, "steps", 600, "optimiser steps")
+	fs.IntVar(&o.steps, "steps", 800, "optimiser steps")
 	fs.IntVar(&o.warmup, "warmup", 50, "warmup steps")
 	fs.Float64Var(&o.lr, "lr", 1e-3, "peak learning rate")
 	fs.Float64Var(&o.minLR, "min-lr", 1e-4, "final learning rate")
