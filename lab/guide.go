@@ -227,6 +227,20 @@ var opGuides = map[string]OpGuide{
 		},
 		Notes: []string{"Skipping the normalisation in the backward, flipping the temperature's sign, dropping the positive from its denominator or masking it: the faults of this head."},
 	},
+	"listwise": {
+		What: "The head of a cross-encoder reranker: one sequence per (query, candidate) pair, mean pooling, a linear score, and the softmax cross-entropy of each query's group of candidates (the positive first, then hard negatives).",
+		Forward: []Step{
+			{Eq: "p = Σ_t valid_t x_t / Σ_t valid_t;  s = w · p", Shape: "x [G·K,T,D] → p [G·K,D] → s [G,K]", Why: "one relevance number per pair"},
+			{Eq: "L_g = −log exp(s[g,0]) / Σ_{k valid} exp(s[g,k]);  L = mean_g L_g", Shape: "scalar",
+				Why: "each query's positive must outscore the hard negatives the first stage ranked high; padding candidates of short groups leave the denominator"},
+		},
+		Backward: []Step{
+			{Eq: "ds = (softmax_group(s) − onehot(0)) / G, zero where invalid", Shape: "[G,K]", Why: "each group's ds sums to zero: a bias on s would get no gradient, so the head has none"},
+			{Eq: "dp = ds ⊗ w;  dw = Σ ds · p", Shape: "[G·K,D]; [D]", Why: "s is linear in both p and w"},
+			{Eq: "dx_t = valid_t dp / Σ valid", Shape: "[G·K,T,D]", Why: "the mean spreads the gradient over the pair's real tokens; the encoder takes it from there"},
+		},
+		Notes: []string{"Dropping the positive from its denominator, counting padding candidates, taking the wrong candidate as the positive: each is consistent with its backward and invisible to finite differences; the semantic checks catch them."},
+	},
 }
 
 // genericChecks are the long forms of the checks every operation runs.
@@ -387,6 +401,30 @@ var checkGuides = map[string]CheckGuide{
 		Shapes: "mask [B,B+K]",
 		Proves: "the mask builder's rule",
 		Cannot: "whether the caller's keys identify duplicates correctly",
+	},
+	"listwise/uniform-scores": {
+		Tests:  "with every pair's tokens equal, so every score is equal, each group's loss is log(number of valid candidates)",
+		Shapes: "s [G,K] with 4 invalid candidates",
+		Proves: "the positive counts in its own denominator and invalid candidates do not",
+		Cannot: "one point of the loss",
+	},
+	"listwise/ds-signs": {
+		Tests:  "each group's ∂L/∂s sums to zero, is ≤ 0 at the positive, ≥ 0 at negatives and exactly 0 at invalid candidates",
+		Shapes: "ds [G,K]",
+		Proves: "the softmax-minus-one-hot structure, and that raising the positive's score never raises the loss",
+		Cannot: "the sizes of the entries; finite differences check those",
+	},
+	"listwise/invalid-inert": {
+		Tests:  "redrawing the tokens of invalid candidates leaves the loss, dw and every valid candidate's dx bit-identical; their own dx is exactly 0",
+		Shapes: "x [G·K,T,D]",
+		Proves: "padding candidates are outside the loss, forward and backward",
+		Cannot: "whether the caller marks the right candidates invalid",
+	},
+	"listwise/negatives-unordered": {
+		Tests:  "reversing each group's negatives leaves the loss unchanged and permutes ∂L/∂s alike",
+		Shapes: "s [G,K]",
+		Proves: "only candidate 0 is treated as the positive",
+		Cannot: "permutations that move the positive: those change the task",
 	},
 	"rmsnorm/scale-invariance": {
 		Tests:  "with ε = 0, y(c·x) = y(x) for c = 1e-3, 0.5, 7, 1e4",

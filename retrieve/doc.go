@@ -52,4 +52,10 @@
 //
 // [4] V. Karpukhin et al., Dense passage retrieval for open-domain question
 // answering, EMNLP 2020.
+//
+// [5] R. Nogueira and K. Cho, Passage re-ranking with BERT,
+// arXiv:1901.04085, 2019.
+//
+// [6] L. Gao, Z. Dai and J. Callan, Rethink training of BERT rerankers in
+// multi-stage retrieval pipeline, ECIR 2021.
 package retrieve

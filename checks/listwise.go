@@ -1,0 +1,322 @@
+package checks
+
+import (
+	"math"
+
+	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+type (
+	listwise64     = retrieve.Listwise[float64]
+	listwiseActs64 = retrieve.ListwiseActs[float64]
+)
+
+// ListwiseImpl is the head of a cross-encoder reranker in float64, as
+// method expressions of package retrieve: mean pooling of the token
+// vectors of each (query, document) sequence, the linear score s = w·p and
+// the softmax cross-entropy of each query's group of candidates against its
+// positive.
+type ListwiseImpl struct {
+	PoolForward  func(p meanPool64, out, x []float64, valid []bool, B, Tn int)
+	PoolBackward func(p meanPool64, dx, dout []float64, valid []bool, B, Tn int)
+	Forward      func(l listwise64, a *listwiseActs64, p, w []float64, valid []bool) float64
+	Backward     func(l listwise64, dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *listwiseActs64)
+}
+
+// ListwiseReference is package retrieve's reranker head.
+var ListwiseReference = ListwiseImpl{
+	PoolForward: meanPool64.Forward, PoolBackward: meanPool64.Backward,
+	Forward: listwise64.Forward, Backward: listwise64.Backward,
+}
+
+// rerankCase is one training batch of a reranker: G groups of K candidate
+// sequences of T tokens (the positive first), width D.
+type rerankCase struct {
+	G, K, T, D int
+	tokens     []bool // (G·K, T) token validity, nil: no padding
+	cands      []bool // (G, K) candidate validity, nil: all valid
+	x, w       []float64
+}
+
+func (r rerankCase) name() string {
+	invalid := 0
+	for _, v := range r.cands {
+		if !v {
+			invalid++
+		}
+	}
+	return shape("G", r.G, "K", r.K, "T", r.T, "D", r.D, "invalid", invalid)
+}
+
+// newRerankCase draws token vectors and a head; pads gives trailing padding
+// tokens per sequence (cycling) and invalid the (g, k) candidates left out.
+func newRerankCase(G, K, T, D int, pads []int, seed uint64, invalid ...[2]int) rerankCase {
+	r := rerankCase{G: G, K: K, T: T, D: D, x: randn(seed, G*K*T*D, 1), w: randn(seed+1, D, 1)}
+	if len(pads) > 0 {
+		r.tokens = make([]bool, G*K*T)
+		for b := range G * K {
+			for t := range T {
+				r.tokens[b*T+t] = t < T-min(pads[b%len(pads)], T-1)
+			}
+		}
+	}
+	if len(invalid) > 0 {
+		r.cands = make([]bool, G*K)
+		for i := range r.cands {
+			r.cands[i] = true
+		}
+		for _, gk := range invalid {
+			r.cands[gk[0]*K+gk[1]] = false
+		}
+	}
+	return r
+}
+
+type rerankOut struct {
+	loss   float64
+	dx, dw []float64
+	ds     []float64 // ∂L/∂s (G, K)
+}
+
+func rerankForward(impl ListwiseImpl, r rerankCase) (float64, []float64, *listwiseActs64) {
+	n := r.G * r.K
+	l := listwise64{G: r.G, K: r.K, D: r.D}
+	p := make([]float64, n*r.D)
+	a := l.NewActs()
+	// pass 1: one vector per (query, candidate) sequence
+	impl.PoolForward(meanPool64{D: r.D}, p, r.x, r.tokens, n, r.T)
+	// pass 2: scores and the loss
+	return impl.Forward(l, a, p, r.w, r.cands), p, a
+}
+
+func rerankBackward(impl ListwiseImpl, r rerankCase, p []float64, a *listwiseActs64, dloss float64, dx, dw []float64) {
+	n := r.G * r.K
+	l := listwise64{G: r.G, K: r.K, D: r.D}
+	dp := make([]float64, n*r.D)
+	impl.Backward(l, dp, dw, dloss, p, r.w, r.cands, a)
+	impl.PoolBackward(meanPool64{D: r.D}, dx, dp, r.tokens, n, r.T)
+}
+
+func rerankRun(impl ListwiseImpl, r rerankCase) (o rerankOut, err error) {
+	err = protect(func() error {
+		loss, p, a := rerankForward(impl, r)
+		o.loss = loss
+		o.dx, o.dw = make([]float64, len(r.x)), make([]float64, len(r.w))
+		rerankBackward(impl, r, p, a, 1, o.dx, o.dw)
+		o.ds = clone(a.DS)
+		return nil
+	})
+	return o, err
+}
+
+func listwiseDiff(impl ListwiseImpl, r rerankCase) Diff {
+	return Diff{
+		Name:   r.name(),
+		Inputs: []gradcheck.Param{{Name: "x", X: r.x}, {Name: "w", X: r.w}},
+		Out:    1,
+		Forward: func(out []float64) {
+			out[0], _, _ = rerankForward(impl, r)
+		},
+		Backward: func(g [][]float64, dout []float64) {
+			_, p, a := rerankForward(impl, r)
+			rerankBackward(impl, r, p, a, dout[0], g[0], g[1])
+		},
+	}
+}
+
+// Listwise returns the checks of the reranker head: pooling, the linear
+// score and the listwise softmax loss, differentiated as one function of
+// the token vectors and the head.
+func Listwise() []Check[ListwiseImpl] {
+	small := func(impl ListwiseImpl) []Diff {
+		return []Diff{
+			listwiseDiff(impl, newRerankCase(2, 3, 3, 4, []int{0, 1, 2}, 1)),
+			listwiseDiff(impl, newRerankCase(3, 4, 2, 3, []int{1, 0}, 2, [2]int{0, 3}, [2]int{2, 1})),
+			listwiseDiff(impl, newRerankCase(1, 2, 4, 5, nil, 3)),
+			listwiseDiff(impl, newRerankCase(2, 1, 2, 3, []int{1}, 4)),
+		}
+	}
+	big := func(impl ListwiseImpl) []Diff {
+		return []Diff{listwiseDiff(impl, newRerankCase(6, 8, 7, 16, []int{0, 3, 1, 5}, 5, [2]int{1, 7}, [2]int{4, 2}, [2]int{4, 3}))}
+	}
+	return append(gradientChecks("the reranker head (token vectors of each pair, w)", small, big),
+		Check[ListwiseImpl]{Name: "uniform-scores", Kind: Semantic, Run: listwiseUniform,
+			Claim: "when every candidate of a group scores the same, the loss is the mean of log(valid candidates) per group: the positive counts in its denominator, invalid candidates do not",
+			Limit: "one point of the loss, where every softmax is uniform"},
+		Check[ListwiseImpl]{Name: "ds-signs", Kind: Semantic, Run: listwiseDSSigns,
+			Claim: "each group's ∂L/∂s sums to zero, is ≤ 0 at the positive and ≥ 0 at every negative, and is exactly zero at invalid candidates",
+			Limit: "signs and sums: sizes are left to finite differences"},
+		Check[ListwiseImpl]{Name: "invalid-inert", Kind: Semantic, Run: listwiseInvalidInert,
+			Claim: "changing the tokens of an invalid candidate leaves the loss and every other gradient bit-identical and gives it exactly zero gradient",
+			Limit: "the candidates marked invalid; which ones should be is the caller's business"},
+		Check[ListwiseImpl]{Name: "negatives-unordered", Kind: Semantic, Run: listwiseUnordered,
+			Claim: "permuting a group's negatives leaves the loss unchanged and permutes their gradients: only position 0 is special",
+			Limit: "one permutation per group"},
+	)
+}
+
+func listwiseUniform(impl ListwiseImpl) Result {
+	r := newRerankCase(4, 5, 3, 6, []int{0, 1}, 30, [2]int{0, 4}, [2]int{2, 1}, [2]int{2, 2}, [2]int{3, 4})
+	v := randn(31, r.D, 1)
+	for i := range r.x {
+		r.x[i] = v[i%r.D] // every token the same vector: every score equal
+	}
+	o, err := rerankRun(impl, r)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	var want float64
+	for g := range r.G {
+		n := 0
+		for k := range r.K {
+			if r.cands[g*r.K+k] {
+				n++
+			}
+		}
+		want += math.Log(float64(n))
+	}
+	want /= float64(r.G)
+	d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
+	if msg != "" {
+		res := fail("%s", msg)
+		res.Error = d
+		return res
+	}
+	res := pass("equal scores, 4 invalid candidates: loss = mean log(valid count) = %.6f, error %.1e", want, d)
+	res.Error = d
+	return res
+}
+
+func listwiseDSSigns(impl ListwiseImpl) Result {
+	r := newRerankCase(5, 6, 2, 4, []int{0, 1}, 40, [2]int{1, 5}, [2]int{3, 2})
+	o, err := rerankRun(impl, r)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	var worst float64
+	for g := range r.G {
+		var sum, m float64
+		for k := range r.K {
+			i := g*r.K + k
+			ds := o.ds[i]
+			switch {
+			case !r.cands[i] && ds != 0:
+				return fail("group %d: invalid candidate %d has ∂L/∂s = %.3g, want exactly 0", g, k, ds)
+			case k == 0 && ds > 0:
+				return fail("group %d: ∂L/∂s at the positive = %.3g, want ≤ 0 (raising the positive's score must not raise the loss)", g, ds)
+			case k > 0 && ds < 0:
+				return fail("group %d: ∂L/∂s at negative %d = %.3g, want ≥ 0", g, k, ds)
+			}
+			sum += ds
+			m = max(m, math.Abs(ds))
+		}
+		e := math.Abs(sum) / (1 + m)
+		worst = max(worst, e)
+		if e > identical {
+			res := fail("group %d: ∂L/∂s sums to %.3g, want 0", g, sum)
+			res.Error = e
+			return res
+		}
+	}
+	res := pass("5 groups: ∂L/∂s sums to zero (max error %.1e), ≤ 0 at positives, ≥ 0 at negatives, exactly 0 at 2 invalid candidates", worst)
+	res.Error = worst
+	return res
+}
+
+func listwiseInvalidInert(impl ListwiseImpl) Result {
+	r := newRerankCase(3, 4, 3, 5, []int{0, 1, 2}, 50, [2]int{0, 2}, [2]int{2, 3})
+	base, err := rerankRun(impl, r)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	s := r
+	s.x = clone(r.x)
+	seqLen := r.T * r.D
+	noise := randn(51, seqLen, 5)
+	for i, ok := range r.cands {
+		if !ok {
+			for j := range seqLen {
+				s.x[i*seqLen+j] += noise[j]
+			}
+		}
+	}
+	o, err := rerankRun(impl, s)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	if o.loss != base.loss {
+		return fail("loss %.17g with invalid candidates changed, %.17g before: invalid candidates reach the loss", o.loss, base.loss)
+	}
+	for j := range r.w {
+		if o.dw[j] != base.dw[j] {
+			return fail("dw[%d] changed from %.6g to %.6g when only invalid candidates changed", j, base.dw[j], o.dw[j])
+		}
+	}
+	for i, ok := range r.cands {
+		for j := range seqLen {
+			v := o.dx[i*seqLen+j]
+			switch {
+			case !ok && v != 0:
+				return fail("invalid candidate %d: dx[%d] = %.3g, want exactly 0", i, j, v)
+			case ok && v != base.dx[i*seqLen+j]:
+				return fail("candidate %d: dx[%d] changed from %.6g to %.6g when only invalid candidates changed", i, j, base.dx[i*seqLen+j], v)
+			}
+		}
+	}
+	return pass("2 invalid candidates redrawn: loss, dw and the valid candidates' dx bit-identical; the invalid ones' dx exactly 0")
+}
+
+func listwiseUnordered(impl ListwiseImpl) Result {
+	r := newRerankCase(3, 5, 2, 4, []int{0, 1}, 60)
+	base, err := rerankRun(impl, r)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	// reverse the negatives 1..K−1 of every group
+	perm := func(k int) int {
+		if k == 0 {
+			return 0
+		}
+		return r.K - k
+	}
+	seqLen := r.T * r.D
+	s := r
+	s.x = make([]float64, len(r.x))
+	s.tokens = make([]bool, len(r.tokens))
+	for g := range r.G {
+		for k := range r.K {
+			from, to := g*r.K+k, g*r.K+perm(k)
+			copy(s.x[to*seqLen:(to+1)*seqLen], r.x[from*seqLen:(from+1)*seqLen])
+			copy(s.tokens[to*r.T:(to+1)*r.T], r.tokens[from*r.T:(from+1)*r.T])
+		}
+	}
+	o, err := rerankRun(impl, s)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	var worst float64
+	d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
+	worst = max(worst, d)
+	if msg != "" {
+		res := fail("negatives reversed: %s", msg)
+		res.Error = d
+		return res
+	}
+	back := make([]float64, len(o.ds))
+	for g := range r.G {
+		for k := range r.K {
+			back[g*r.K+k] = o.ds[g*r.K+perm(k)]
+		}
+	}
+	d, msg = compare(identical, pair{"∂L/∂s", back, base.ds})
+	worst = max(worst, d)
+	if msg != "" {
+		res := fail("negatives reversed: %s", msg)
+		res.Error = d
+		return res
+	}
+	res := pass("negatives of 3 groups reversed: loss unchanged and ∂L/∂s permuted alike, max error %.1e", worst)
+	res.Error = worst
+	return res
+}
