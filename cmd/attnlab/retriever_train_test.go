@@ -1,0 +1,436 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+// tinyRetriever is a dense encoder small enough to train in a fraction of a
+// second.
+var tinyRetriever = []string{"-quiet", "-steps", "3", "-warmup", "1", "-dim", "16", "-layers", "1", "-heads", "2", "-kv-heads", "2",
+	"-ffn", "32", "-vocab", "300", "-batch", "4", "-max-query", "32", "-max-code", "64"}
+
+// retrieverData writes the dataset of retrieverTree and returns its folder.
+func retrieverData(t *testing.T) string {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	if code, stdout, stderr := attnlab(t, "retriever", "data", "-src", retrieverTree(t), "-out", data); code != 0 {
+		t.Fatalf("retriever data exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	return data
+}
+
+// trainRetriever runs retriever train on data into out with tinyRetriever
+// and then extra, and returns its standard output.
+func trainRetriever(t *testing.T, data, out string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"retriever", "train", "-data", data, "-out", out}, tinyRetriever...)
+	code, stdout, stderr := attnlab(t, append(args, extra...)...)
+	if code != 0 {
+		t.Fatalf("retriever train exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	return stdout
+}
+
+func readPairs(t *testing.T, path string) []retrieve.Pair {
+	t.Helper()
+	ps, err := retrieve.ReadJSONL(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// searchRow is a line of search's output: rank, score, package, file:line
+// and the first line of the code.
+var searchRow = regexp.MustCompile(`^(\d+)\s+(-?\d+\.\d{4})\s+(\S+)\s+(\S+\.go):(\d+)\s+(\S.*)$`)
+
+func TestRetrieverTrainThenEvalAndSearch(t *testing.T) {
+	data := retrieverData(t)
+	out := filepath.Join(t.TempDir(), "run")
+	stdout := trainRetriever(t, data, out)
+	test := readPairs(t, filepath.Join(data, "test.jsonl"))
+	val := readPairs(t, filepath.Join(data, "val.jsonl"))
+
+	for _, f := range []string{
+		"curves.csv",
+		"model/config.json", "model/model.safetensors", "model/tokenizer.json", "model/dense.json",
+		"index/" + dense.EmbeddingsFile, "index/" + dense.CorpusFile,
+		"index/encoder/config.json", "index/encoder/model.safetensors", "index/encoder/tokenizer.json", "index/encoder/dense.json",
+	} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"curves.csv", "index", "model"}; !slices.Equal(names, want) {
+		t.Errorf("the output folder holds %q, want %q", names, want)
+	}
+
+	// curves.csv: the header and one row per step, in order.
+	csv, err := os.ReadFile(filepath.Join(out, "curves.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(csv), "\n"), "\n")
+	header := strings.Split(lines[0], ",")
+	if header[0] != "step" || header[1] != "loss" {
+		t.Errorf("curves.csv header %q", lines[0])
+	}
+	if len(lines) != 1+3 {
+		t.Fatalf("curves.csv has %d rows after its header, want 3:\n%s", len(lines)-1, csv)
+	}
+	for i, line := range lines[1:] {
+		f := strings.Split(line, ",")
+		if len(f) != len(header) || f[0] != strconv.Itoa(i+1) {
+			t.Errorf("curves.csv row %d: %q", i+1, line)
+			continue
+		}
+		if loss, err := strconv.ParseFloat(f[1], 64); err != nil || math.IsNaN(loss) || math.IsInf(loss, 0) || loss <= 0 {
+			t.Errorf("curves.csv row %d: loss %q", i+1, f[1])
+		}
+	}
+
+	// The report: steps, validation MRR of both systems, the index.
+	if !strings.Contains(stdout, "trained 3 steps") {
+		t.Errorf("the report does not give the steps trained:\n%s", stdout)
+	}
+	m := regexp.MustCompile(`validation \((\d+) pairs\): MRR@10 dense ([01]\.\d{4}), bm25 ([01]\.\d{4})`).FindStringSubmatch(stdout)
+	if m == nil || m[1] != strconv.Itoa(len(val)) {
+		t.Errorf("want the validation MRR@10 over the %d pairs of val.jsonl in:\n%s", len(val), stdout)
+	}
+	indexDir := filepath.Join(out, "index")
+	if want := "index: " + strconv.Itoa(len(test)) + " documents embedded in "; !strings.Contains(stdout, want) || !strings.Contains(stdout, "saved to "+indexDir) {
+		t.Errorf("the report lacks %q…saved to %s:\n%s", want, indexDir, stdout)
+	}
+
+	// eval reads the checkpoint, or the encoder of the index: same ranks.
+	evalRows := func(model string) map[string]string {
+		t.Helper()
+		code, stdout, stderr := attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-model", model, "-workers", "1")
+		if code != 0 {
+			t.Fatalf("eval -model %s exited %d\n%s\n%s", model, code, stdout, stderr)
+		}
+		rows := map[string]string{}
+		for _, m := range regexp.MustCompile(`(?m)^\s*(\w+)((?:\s+[01]\.\d{4}){6})\s`).FindAllStringSubmatch(stdout, -1) {
+			rows[m[1]] = strings.Join(strings.Fields(m[2]), " ")
+		}
+		for _, sys := range []string{"bm25", "dense", "hybrid"} {
+			if rows[sys] == "" {
+				t.Errorf("eval -model %s prints no row %s:\n%s", model, sys, stdout)
+			}
+		}
+		return rows
+	}
+	fromModel := evalRows(filepath.Join(out, "model"))
+	if !strings.HasPrefix(fromModel["bm25"], "1.0000 1.0000") {
+		t.Errorf("bm25 row %q: want MRR@10 and R@1 of 1", fromModel["bm25"])
+	}
+	if fromIndex := evalRows(indexDir); fromIndex["dense"] != fromModel["dense"] {
+		t.Errorf("dense with the index's encoder: %s; with the checkpoint: %s", fromIndex["dense"], fromModel["dense"])
+	}
+
+	// search prints -k results, best first, from the indexed documents.
+	if len(test) < 3 {
+		t.Fatalf("test.jsonl holds %d pairs, too few for the search checks", len(test))
+	}
+	inTest := map[string]retrieve.Pair{}
+	for _, p := range test {
+		inTest[p.File+":"+strconv.Itoa(p.Line)] = p
+	}
+	search := func(k int, query ...string) []string {
+		t.Helper()
+		code, stdout, stderr := attnlab(t, append([]string{"search", "-index", indexDir, "-k", strconv.Itoa(k)}, query...)...)
+		if code != 0 {
+			t.Fatalf("search exited %d\n%s\n%s", code, stdout, stderr)
+		}
+		rows := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+		prev := math.Inf(1)
+		for i, row := range rows {
+			m := searchRow.FindStringSubmatch(row)
+			if m == nil {
+				t.Errorf("search row %q: want rank, score, package, file:line, code", row)
+				continue
+			}
+			score, _ := strconv.ParseFloat(m[2], 64)
+			if m[1] != strconv.Itoa(i+1) || score > prev || score < -1.0001 || score > 1.0001 {
+				t.Errorf("search row %d: %q: want rank %d and a cosine at most %.4f", i+1, row, i+1, prev)
+			}
+			prev = score
+			p, ok := inTest[m[4]+":"+m[5]]
+			if !ok || p.Package != m[3] || !strings.HasPrefix(m[6], "func ") || !strings.HasPrefix(p.Code, m[6]) {
+				t.Errorf("search row %d: %q is not a document of the index", i+1, row)
+			}
+		}
+		return rows
+	}
+	rows := search(3, "how many widgets the store holds")
+	if len(rows) != 3 {
+		t.Errorf("search -k 3 printed %d rows", len(rows))
+	}
+	if split := search(3, "how", "many widgets", "the store holds"); !slices.Equal(split, rows) {
+		t.Errorf("the query in several arguments gives\n%s\nin one\n%s", strings.Join(split, "\n"), strings.Join(rows, "\n"))
+	}
+	if all := search(100, "removes every gadget"); len(all) != len(test) {
+		t.Errorf("search -k 100 printed %d rows, want all %d documents", len(all), len(test))
+	}
+}
+
+func TestRetrieverTrainIsDeterministic(t *testing.T) {
+	data := retrieverData(t)
+	dir := t.TempDir()
+	read := func(run, file string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, run, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	trainRetriever(t, data, filepath.Join(dir, "a"))
+	trainRetriever(t, data, filepath.Join(dir, "b"))
+	trainRetriever(t, data, filepath.Join(dir, "c"), "-seed", "2")
+	for _, f := range []string{"model/model.safetensors", "model/tokenizer.json", "index/" + dense.EmbeddingsFile} {
+		if !bytes.Equal(read("a", f), read("b", f)) {
+			t.Errorf("two runs with the same seed wrote different %s", f)
+		}
+	}
+	if bytes.Equal(read("a", "model/model.safetensors"), read("c", "model/model.safetensors")) {
+		t.Errorf("runs with seeds 1 and 2 wrote the same weights")
+	}
+}
+
+func TestRetrieverTrainErrors(t *testing.T) {
+	data := retrieverData(t)
+	dir := t.TempDir()
+
+	// A copy of the dataset whose train.jsonl has a truncated third line.
+	bad := filepath.Join(dir, "bad")
+	if err := os.Mkdir(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"train.jsonl", "val.jsonl", "test.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "train.jsonl" {
+			lines := strings.SplitAfter(string(b), "\n")
+			lines[2] = lines[2][:len(lines[2])/2] + "\n"
+			b = []byte(strings.Join(lines, ""))
+		}
+		if err := os.WriteFile(filepath.Join(bad, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i, c := range []struct {
+		args  []string
+		code  int
+		want  string // in the first line of stderr
+		noOut bool   // the output folder is not created
+	}{
+		{[]string{}, 2, "-data is required", true},
+		{[]string{"-data", data, "-steps", "0"}, 2, "-steps must be positive", true},
+		{[]string{"-data", data, "-text", "bogus"}, 2, `-text "bogus"`, true},
+		{[]string{"-data", data, "stray"}, 2, `unexpected argument "stray"`, true},
+		{[]string{"-data", bad}, 1, filepath.Join(bad, "train.jsonl") + ":3:", true},
+		{[]string{"-data", filepath.Join(dir, "nosuch")}, 1, filepath.Join(dir, "nosuch", "train.jsonl"), true},
+		{[]string{"-data", data, "-index-data", filepath.Join(dir, "nosuch.jsonl")}, 1, "nosuch.jsonl", true},
+		{[]string{"-data", data, "-batch", "1000"}, 1, "fewer than a batch of 1000", true},
+		// The configuration is checked once the tokenizer is learned, after
+		// the output folder is made: it may be left behind, empty.
+		{[]string{"-data", data, "-heads", "3"}, 2, "num_attention_heads = 3", false},
+	} {
+		out := filepath.Join(dir, "out"+strconv.Itoa(i))
+		args := append([]string{"retriever", "train", "-out", out}, tinyRetriever...)
+		args = append(args, c.args...)
+		code, _, stderr := attnlab(t, args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		wantLines := 1
+		if c.code == 2 {
+			wantLines = 2 // and the pointer to the help
+		}
+		if code != c.code || !strings.HasPrefix(lines[0], "attnlab retriever: ") || !strings.Contains(lines[0], c.want) || len(lines) != wantLines {
+			t.Errorf("train %v: exit %d, stderr %q; want exit %d and %d line(s) naming %q", c.args, code, stderr, c.code, wantLines, c.want)
+		}
+		if _, err := os.Stat(out); c.noOut && err == nil {
+			t.Errorf("train %v: the failed run created its output folder", c.args)
+		}
+	}
+}
+
+func TestSearchErrors(t *testing.T) {
+	data := retrieverData(t)
+	dir := t.TempDir()
+	trainRetriever(t, data, filepath.Join(dir, "run"))
+	trainRetriever(t, data, filepath.Join(dir, "wide"), "-dim", "32")
+	index := filepath.Join(dir, "run", "index")
+	n := len(readPairs(t, filepath.Join(data, "test.jsonl")))
+
+	// An index whose encoder is another model's, of another width.
+	other := filepath.Join(dir, "other")
+	copyDir(t, index, other)
+	if err := os.RemoveAll(filepath.Join(other, dense.EncoderDir)); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, filepath.Join(dir, "wide", "model"), filepath.Join(other, dense.EncoderDir))
+
+	for _, c := range []struct {
+		args []string
+		code int
+		want string // in the first line of stderr
+	}{
+		{[]string{"query"}, 2, "-index is required"},
+		{[]string{"-index", index}, 2, "missing query"},
+		{[]string{"-index", index, "-k", "0", "query"}, 2, "-k 0"},
+		{[]string{"-index", filepath.Join(dir, "nosuch"), "query"}, 1, filepath.Join(dir, "nosuch")},
+		{[]string{"-index", data, "query"}, 1, data},
+		{[]string{"-index", other, "query"}, 1, fmt.Sprintf("embeddings of shape [%d 16], want [%d 32]", n, n)},
+	} {
+		code, stdout, stderr := attnlab(t, append([]string{"search"}, c.args...)...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		wantLines := 1
+		if c.code == 2 {
+			wantLines = 2
+		}
+		if code != c.code || !strings.HasPrefix(lines[0], "attnlab search: ") || !strings.Contains(lines[0], c.want) || len(lines) != wantLines || stdout != "" {
+			t.Errorf("search %v: exit %d, stdout %q, stderr %q; want exit %d and %d line(s) naming %q", c.args, code, stdout, stderr, c.code, wantLines, c.want)
+		}
+	}
+}
+
+// TestSearchRefusesAnotherEncoder replaces the encoder of an index by a
+// model of the same shape trained with another seed: its query embeddings
+// do not live in the space of the stored code embeddings.
+func TestSearchRefusesAnotherEncoder(t *testing.T) {
+	data := retrieverData(t)
+	dir := t.TempDir()
+	trainRetriever(t, data, filepath.Join(dir, "run"))
+	trainRetriever(t, data, filepath.Join(dir, "other"), "-seed", "2")
+	index := filepath.Join(dir, "run", "index")
+	if err := os.RemoveAll(filepath.Join(index, dense.EncoderDir)); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, filepath.Join(dir, "other", "model"), filepath.Join(index, dense.EncoderDir))
+
+	code, stdout, stderr := attnlab(t, "search", "-index", index, "query")
+	if code == 0 {
+		t.Skipf("search accepts an index whose encoder did not write its embeddings (dense.LoadIndex checks only the width):\n%s", stdout)
+	}
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, index) {
+		t.Errorf("exit %d, stderr %q: want 1 and one line naming %s", code, stderr, index)
+	}
+}
+
+// TestRetrieverTrainKeepsTheIndexWhole trains twice into one output folder:
+// an interrupted second run leaves the first run's index as it was, a
+// finished one replaces it whole.
+func TestRetrieverTrainKeepsTheIndexWhole(t *testing.T) {
+	data := retrieverData(t)
+	out := filepath.Join(t.TempDir(), "run")
+	trainRetriever(t, data, out)
+	index := filepath.Join(out, "index")
+	before := readTree(t, index)
+
+	// A run interrupted before its first step (the context is what an
+	// interrupt cancels) saves the model so far and no index.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout bytes.Buffer
+	args := append([]string{"train", "-data", data, "-out", out}, tinyRetriever...)
+	args = append(args, "-seed", "2")
+	err := runRetriever(ctx, args, &stdout)
+	if !errors.Is(err, errFailed) || !strings.Contains(stdout.String(), "interrupted at step 0") {
+		t.Fatalf("interrupted run: error %v, output:\n%s", err, stdout.String())
+	}
+	if after := readTree(t, index); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Errorf("the interrupted run changed the index: %d files before, %d after", len(before), len(after))
+	}
+	if _, err := dense.LoadIndex(index); err != nil {
+		t.Errorf("the index does not load after an interrupted run: %v", err)
+	}
+	if code, stdout, stderr := attnlab(t, "search", "-index", index, "-k", "1", "query"); code != 0 || !searchRow.MatchString(strings.TrimSpace(stdout)) {
+		t.Errorf("search after an interrupted run: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// A finished second run with another seed replaces the index.
+	trainRetriever(t, data, out, "-seed", "2")
+	after := readTree(t, index)
+	if maps.EqualFunc(before, after, bytes.Equal) {
+		t.Errorf("a second run with another seed left the index as it was")
+	}
+	if _, err := dense.LoadIndex(index); err != nil {
+		t.Errorf("the index does not load after a second run: %v", err)
+	}
+	if model, err := os.ReadFile(filepath.Join(out, "model", "model.safetensors")); err != nil || !bytes.Equal(model, after[filepath.Join(dense.EncoderDir, "model.safetensors")]) {
+		t.Errorf("the encoder of the new index is not the new model (%v)", err)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != "curves.csv" && n != "index" && n != "model" {
+			t.Errorf("the output folder holds %s after two runs", n)
+		}
+	}
+}
+
+// readTree returns the contents of the regular files under dir by their
+// path relative to dir.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		files[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// copyDir copies the regular files under src to dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	for rel, b := range readTree(t, src) {
+		path := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
