@@ -46,6 +46,15 @@ type Options struct {
 	Beta1, Beta2  float64
 	Eps, WD, Clip float64
 	Seed          uint64
+	// Chunk is the number of sequences whose activations are alive at once
+	// in the backward (GradCache: Gao et al., "Scaling Deep Contrastive
+	// Learning Batch Size under Memory Limited Setup", 2021). With Chunk > 0
+	// a step encodes every sequence twice: once for its embedding alone,
+	// then Chunk at a time for the backward. The gradients are the same bit
+	// for bit; the price is one more forward pass per sequence. Sequences
+	// are encoded one at a time, so Chunk 1 costs no more compute than a
+	// larger chunk. 0 keeps the activations of the whole step.
+	Chunk int
 }
 
 // Trainer trains an encoder with InfoNCE over in-batch and hard negatives.
@@ -64,6 +73,8 @@ type Trainer struct {
 	dTau   []float32
 
 	spare map[int][]*Acts[float32] // activations of the last step, by padded length, for reuse
+	dOut  []float32                // ∂L/∂Out of one sequence, reused
+	peak  int                      // most Acts holding activations at once in the last step
 }
 
 // NewTrainer returns a trainer of enc (initialised by the caller) on data.
@@ -77,6 +88,8 @@ func NewTrainer(enc *Encoder[float32], data *Data, o Options) (*Trainer, error) 
 		return nil, fmt.Errorf("dense: temperature %v, want a finite value > 0", o.Tau)
 	case o.HardNegatives < 0:
 		return nil, fmt.Errorf("dense: %d hard negatives", o.HardNegatives)
+	case o.Chunk < 0:
+		return nil, fmt.Errorf("dense: chunk %d, want 0 (the whole step) or more sequences", o.Chunk)
 	}
 	t := &Trainer{Enc: enc, Opt: o, Data: data, Tau: o.Tau,
 		grads: enc.Model.NewParams(),
@@ -101,18 +114,72 @@ type StepResult struct {
 	GradNorm float64 // before clipping
 	Tau      float64
 	Docs     int // documents in the step (positives and hard negatives)
-	Tokens   int // tokens encoded
+	Tokens   int // tokens of the step's sequences
+	Forwards int // encoder forward passes: one per sequence, two with Chunk > 0
 }
 
 // ErrNonFinite is returned by TrainStep when the loss or gradient is NaN or
 // infinite; the weights are left as they were before the step.
 var ErrNonFinite = errors.New("dense: non-finite loss or gradient")
 
-// seq is one encoded sequence of a step.
-type seq struct {
-	ids  []int
-	acts *Acts[float32]
-	dOut []float32
+// actsPool hands out the activations of a step's sequences, one Acts (a
+// batch of one) per sequence at its padded length. An Acts given back is
+// reused within the step; the previous step's are reused before new ones
+// are made.
+type actsPool struct {
+	enc        *Encoder[float32]
+	last, free map[int][]*Acts[float32] // the previous step's; those given back in this one
+	used       map[int][]*Acts[float32] // every Acts of this step, for the next
+	live, peak int                      // Acts handed out and not given back: now, at most
+	forwards   int
+}
+
+func newActsPool(enc *Encoder[float32], last map[int][]*Acts[float32]) *actsPool {
+	return &actsPool{enc: enc, last: last, free: map[int][]*Acts[float32]{}, used: map[int][]*Acts[float32]{}}
+}
+
+// encode runs the encoder on one sequence and returns its activations,
+// which stay the caller's until put.
+func (p *actsPool) encode(ids []int) (*Acts[float32], error) {
+	Tn := bucket(len(ids))
+	var a *Acts[float32]
+	if s := p.free[Tn]; len(s) > 0 {
+		a, p.free[Tn] = s[len(s)-1], s[:len(s)-1]
+	} else {
+		if s := p.last[Tn]; len(s) > 0 {
+			a, p.last[Tn] = s[len(s)-1], s[:len(s)-1]
+		} else {
+			a = p.enc.NewActs(1, Tn)
+		}
+		p.used[Tn] = append(p.used[Tn], a)
+	}
+	p.live++
+	p.peak = max(p.peak, p.live)
+	if err := p.enc.Forward(a, [][]int{ids}); err != nil {
+		p.put(a)
+		return nil, err
+	}
+	p.forwards++
+	return a, nil
+}
+
+// put gives a back for reuse.
+func (p *actsPool) put(a *Acts[float32]) {
+	p.free[a.T] = append(p.free[a.T], a)
+	p.live--
+}
+
+// backward adds the gradients of one sequence into t.grads given
+// dp = ∂L/∂pooled, its row.
+func (t *Trainer) backward(a *Acts[float32], dp []float32) {
+	if cap(t.dOut) < len(a.Out) {
+		t.dOut = make([]float32, len(a.Out))
+	}
+	dOut := t.dOut[:len(a.Out)]
+	clear(dOut)
+	// forward was: pooled = MeanPool(Out)
+	retrieve.MeanPool[float32]{D: len(dp)}.Backward(dOut, dp, a.Valid, 1, a.T)
+	t.Enc.Backward(t.grads, a, dOut)
 }
 
 // TrainStep runs one optimiser step on the next batch.
@@ -145,33 +212,35 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		}
 	}
 
-	// pass 1: encode every sequence and pool it
-	used := map[int][]*Acts[float32]{}
-	seqs := make([]seq, 0, B+N)
+	// pass 1: encode every sequence and pool it; with Chunk > 0 only the
+	// pooled vector is kept, and one Acts per padded length serves them all
+	pool := newActsPool(t.Enc, t.spare)
+	defer func() {
+		t.spare, t.peak = pool.used, pool.peak // what this step used is what the next one may reuse
+	}()
+	seqs := make([][]int, 0, B+N)
 	for _, i := range idx {
-		seqs = append(seqs, seq{ids: t.Data.Queries[i]})
+		seqs = append(seqs, t.Data.Queries[i])
 	}
 	for _, d := range docs {
-		seqs = append(seqs, seq{ids: t.Data.Codes[d]})
+		seqs = append(seqs, t.Data.Codes[d])
 	}
+	acts := make([]*Acts[float32], len(seqs))
 	pooled := make([]float32, len(seqs)*D)
 	tokens := 0
-	for x := range seqs {
-		s := &seqs[x]
-		Tn := bucket(len(s.ids))
-		if spare := t.spare[Tn]; len(spare) > 0 {
-			s.acts, t.spare[Tn] = spare[len(spare)-1], spare[:len(spare)-1]
-		} else {
-			s.acts = t.Enc.NewActs(1, Tn)
-		}
-		used[Tn] = append(used[Tn], s.acts)
-		if err := t.Enc.Forward(s.acts, [][]int{s.ids}); err != nil {
+	for x, ids := range seqs {
+		a, err := pool.encode(ids)
+		if err != nil {
 			return StepResult{}, err
 		}
-		retrieve.MeanPool[float32]{D: D}.Forward(pooled[x*D:(x+1)*D], s.acts.Out, s.acts.Valid, 1, Tn)
-		tokens += len(s.ids)
+		retrieve.MeanPool[float32]{D: D}.Forward(pooled[x*D:(x+1)*D], a.Out, a.Valid, 1, a.T)
+		tokens += len(ids)
+		if o.Chunk > 0 {
+			pool.put(a)
+		} else {
+			acts[x] = a
+		}
 	}
-	t.spare = used // what this step used is what the next one may reuse
 
 	// pass 2: normalise, similarities, loss
 	nrm := retrieve.L2Norm[float32]{D: D, Eps: 1e-12}
@@ -205,13 +274,40 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	demb := make([]float32, len(emb))
 	var dtau float32
 	loss.Backward(demb[:B*D], demb[B*D:], &dtau, 1, q, d, tau, mask, la)
+	// forward was: emb = L2Norm(pooled)
 	dpooled := make([]float32, len(pooled))
 	nrm.Backward(dpooled, demb, emb, norms, len(seqs))
-	for x := range seqs {
-		s := &seqs[x]
-		s.dOut = make([]float32, len(s.acts.Out))
-		retrieve.MeanPool[float32]{D: D}.Backward(s.dOut, dpooled[x*D:(x+1)*D], s.acts.Valid, 1, s.acts.T)
-		t.Enc.Backward(t.grads, s.acts, s.dOut)
+
+	// pass 3: the backward of each sequence, Chunk at a time. The loss
+	// depends on the weights θ only through the pooled vectors p_x, so
+	//
+	//	∂L/∂θ = Σ_x (∂L/∂p_x)ᵀ ∂p_x/∂θ
+	//
+	// and the term of sequence x needs ∂L/∂p_x (a row of dpooled) and x's
+	// own activations, nothing else. With Chunk > 0 pass 1 kept none: each
+	// chunk is encoded again, and the forward being deterministic, its
+	// activations are those pass 1 computed. The terms are added in the
+	// same order either way, so the gradients are the same bit for bit.
+	chunk := o.Chunk
+	if chunk == 0 {
+		chunk = len(seqs)
+	}
+	for lo := 0; lo < len(seqs); lo += chunk {
+		hi := min(lo+chunk, len(seqs))
+		if o.Chunk > 0 {
+			for x := lo; x < hi; x++ {
+				a, err := pool.encode(seqs[x])
+				if err != nil {
+					return StepResult{}, err
+				}
+				acts[x] = a
+			}
+		}
+		for x := lo; x < hi; x++ {
+			t.backward(acts[x], dpooled[x*D:(x+1)*D])
+			pool.put(acts[x])
+			acts[x] = nil
+		}
 	}
 	if t.logTau != nil {
 		t.dTau[0] = dtau * tau // ∂L/∂log τ = τ·∂L/∂τ
@@ -229,5 +325,5 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	}
 	t.Step++
 	return StepResult{Step: t.Step, Loss: float64(l), Accuracy: float64(acc) / float64(B), LR: lr, GradNorm: norm,
-		Tau: float64(tau), Docs: N, Tokens: tokens}, nil
+		Tau: float64(tau), Docs: N, Tokens: tokens, Forwards: pool.forwards}, nil
 }
