@@ -1,0 +1,41 @@
+// Package rerank implements the second stage of code search: a
+// cross-encoder that reads a query and one candidate document as a single
+// sequence and scores their relevance, re-ordering the top candidates of a
+// first-stage retriever (BM25, the dual encoder of package dense, or their
+// fusion).
+//
+// # Model
+//
+// The sequence is the query's tokens, a separator (the tokenizer's
+// end-of-text special token) and the code's tokens, prepared and tokenised
+// as the dual encoder does. It goes through the transformer of
+// dense.Encoder with bidirectional attention, so every query token can
+// attend to every code token: the model can compare the two word by word,
+// which a dual encoder, squeezing each side into one vector before they
+// meet, cannot. The token vectors are averaged and a learned vector w turns
+// the average into the score (retrieve.Listwise). A reranker starts from a
+// trained dual encoder's weights (FromDense) with w = 0.
+//
+// # Training
+//
+// Each step takes G training queries. A query's group is its own code (the
+// positive) and K−1 hard negatives: code that BM25 or the dual encoder
+// ranks high for the query but that is not its answer, mined once before
+// training (retrieve.MineHardNegatives, MineDense) with likely false
+// negatives dropped. The loss is the softmax cross-entropy of each group
+// against its positive (retrieve.Listwise, whose backward the lab checks
+// with finite differences), optimised with AdamW.
+//
+// # Ranking
+//
+// Ranker re-scores the top Depth candidates of the first stage and keeps
+// the first stage's order below them; the cost is Depth forward passes of
+// the cross-encoder per query.
+//
+// # Files
+//
+// A checkpoint directory holds config.json and model.safetensors (a Hugging
+// Face Llama directory with tied embeddings), tokenizer.json, rerank.json
+// (text preparation, sequence limits, separator, pooling) and
+// score.safetensors (the score head).
+package rerank

@@ -1,0 +1,215 @@
+package rerank
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/safetensors"
+	"github.com/attnlab/attnlab/tokenizer"
+)
+
+// Checkpoint file names beside model.Save's config.json and
+// model.safetensors.
+const (
+	TokenizerFile = "tokenizer.json"
+	SettingsFile  = "rerank.json"
+	HeadFile      = "score.safetensors"
+
+	headTensor = "score.weight"
+)
+
+// Settings are what a checkpoint records beyond the transformer and the
+// score head.
+type Settings struct {
+	Text      string `json:"text"` // dense.TextRaw or dense.TextTerms
+	MaxQuery  int    `json:"max_query_tokens"`
+	MaxCode   int    `json:"max_code_tokens"`
+	Separator string `json:"separator"` // the special token between query and code
+	Pooling   string `json:"pooling"`   // "mean" over real tokens
+	Causal    bool   `json:"causal"`    // false: bidirectional attention
+}
+
+// Model is a cross-encoder: the sequence "query SEP code" goes through a
+// transformer encoder (dense.Encoder: bidirectional attention), its token
+// vectors are averaged, and the score head turns the average into one
+// number, the pair's relevance. Score is safe for concurrent use.
+type Model struct {
+	Enc      *dense.Encoder[float32]
+	W        []float32 // the score head (D)
+	Tok      *tokenizer.Tokenizer
+	Settings Settings
+
+	sep   int
+	pools sync.Map // padded length → *sync.Pool of *dense.Acts[float32]
+}
+
+// Dim returns the width of the encoder.
+func (m *Model) Dim() int { return m.Enc.Model.Config.HiddenSize }
+
+// MaxLen returns the longest pair sequence: query, separator and code.
+func (m *Model) MaxLen() int { return m.Settings.MaxQuery + 1 + m.Settings.MaxCode }
+
+// bucket rounds a length up to a multiple of 16, the padded length a
+// sequence is encoded at.
+func bucket(n int) int { return (n + 15) &^ 15 }
+
+// Tokens returns the ids of text prepared as the settings say, truncated to
+// max and never empty (as dense.Model.Tokens).
+func (m *Model) Tokens(text string, max int) []int {
+	ids := m.Tok.Encode([]byte(dense.Settings{Text: m.Settings.Text}.Prepare(text)))
+	if len(ids) == 0 {
+		ids = m.Tok.Encode([]byte(" "))
+	}
+	return ids[:min(len(ids), max)]
+}
+
+// Pair returns the sequence the encoder reads for a query and a code
+// document, both already tokenised and truncated: query, separator, code.
+func (m *Model) Pair(query, code []int) []int {
+	s := make([]int, 0, len(query)+1+len(code))
+	s = append(s, query...)
+	s = append(s, m.sep)
+	return append(s, code...)
+}
+
+func (m *Model) acts(Tn int) (*dense.Acts[float32], *sync.Pool) {
+	p, _ := m.pools.LoadOrStore(Tn, &sync.Pool{})
+	pool := p.(*sync.Pool)
+	if a, ok := pool.Get().(*dense.Acts[float32]); ok {
+		return a, pool
+	}
+	return m.Enc.NewActs(1, Tn), pool
+}
+
+// ScoreTokens returns the relevance of one pair sequence (see Pair).
+func (m *Model) ScoreTokens(seq []int) (float32, error) {
+	D := m.Dim()
+	a, pool := m.acts(bucket(len(seq)))
+	defer pool.Put(a)
+	if err := m.Enc.Forward(a, [][]int{seq}); err != nil {
+		return 0, err
+	}
+	p := make([]float32, D)
+	retrieve.MeanPool[float32]{D: D}.Forward(p, a.Out, a.Valid, 1, a.T)
+	s := []float32{0}
+	retrieve.Listwise[float32]{G: 1, K: 1, D: D}.Score(s, p, m.W, 1)
+	return s[0], nil
+}
+
+// Score returns the relevance of code to query.
+func (m *Model) Score(query, code string) float32 {
+	s, err := m.ScoreTokens(m.Pair(m.Tokens(query, m.Settings.MaxQuery), m.Tokens(code, m.Settings.MaxCode)))
+	if err != nil {
+		panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
+	}
+	return s
+}
+
+// FromDense returns a reranker whose encoder starts from the weights of a
+// trained dual encoder (the same architecture, tokenizer and text
+// preparation; the position limit raised to hold a pair) and whose score
+// head is zero. The dual encoder already maps a query and its code to
+// nearby vectors; the cross-encoder learns to compare them token by token.
+func FromDense(d *dense.Model, maxQuery, maxCode int) (*Model, error) {
+	cfg := d.Enc.Model.Config
+	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, bucket(maxQuery+1+maxCode))
+	mod, err := model.New[float32](cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := mod.NewParams()
+	src, dst := d.Enc.Model.Tensors(d.Enc.Params), mod.Tensors(p)
+	for i := range src {
+		copy(dst[i].Data, src[i].Data)
+	}
+	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: "mean"}
+	return newModel(&dense.Encoder[float32]{Model: mod, Params: p}, make([]float32, cfg.HiddenSize), d.Tok, s)
+}
+
+func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer, s Settings) (*Model, error) {
+	c := enc.Model.Config
+	sep := tok.Special(s.Separator)
+	switch {
+	case sep < 0:
+		return nil, fmt.Errorf("rerank: the tokenizer has no special token %q to separate query and code", s.Separator)
+	case tok.VocabSize() > c.VocabSize:
+		return nil, fmt.Errorf("rerank: the tokenizer has %d ids, the model %d", tok.VocabSize(), c.VocabSize)
+	case s.MaxQuery < 1 || s.MaxCode < 1 || bucket(s.MaxQuery+1+s.MaxCode) > c.MaxPositionEmbeddings:
+		return nil, fmt.Errorf("rerank: max_query_tokens %d, max_code_tokens %d: want >= 1 and pairs (rounded up to 16) within max_position_embeddings = %d",
+			s.MaxQuery, s.MaxCode, c.MaxPositionEmbeddings)
+	case s.Text != dense.TextRaw && s.Text != dense.TextTerms:
+		return nil, fmt.Errorf("rerank: text %q, want %q or %q", s.Text, dense.TextRaw, dense.TextTerms)
+	case s.Pooling != "mean" || s.Causal:
+		return nil, fmt.Errorf("rerank: pooling %q, causal %v: only mean pooling with bidirectional attention is implemented", s.Pooling, s.Causal)
+	case len(w) != c.HiddenSize:
+		return nil, fmt.Errorf("rerank: score head of %d values, want hidden_size = %d", len(w), c.HiddenSize)
+	}
+	return &Model{Enc: enc, W: w, Tok: tok, Settings: s, sep: sep}, nil
+}
+
+// Save writes the checkpoint directory dir atomically (see model.Save): a
+// Hugging Face Llama directory (tied embeddings) with tokenizer.json,
+// rerank.json and score.safetensors, the (D) tensor "score.weight".
+func (m *Model) Save(dir string) error {
+	var tok bytes.Buffer
+	if err := m.Tok.WriteJSON(&tok); err != nil {
+		return fmt.Errorf("rerank: %w", err)
+	}
+	set, err := json.MarshalIndent(m.Settings, "", "  ")
+	if err != nil {
+		return fmt.Errorf("rerank: %w", err)
+	}
+	f := safetensors.New()
+	f.Metadata["format"] = "pt"
+	f.SetF32(headTensor, []int{len(m.W)}, m.W)
+	head, err := f.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("rerank: %w", err)
+	}
+	return m.Enc.Model.Save(dir, m.Enc.Params, map[string][]byte{
+		TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n'), HeadFile: head})
+}
+
+// Load reads a checkpoint directory written by Save.
+func Load(dir string) (*Model, error) {
+	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return nil, fmt.Errorf("rerank: %s is not a reranker checkpoint: %w", dir, err)
+	}
+	var s Settings
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	mod, p, err := model.Load[float32](dir)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("rerank: %w", err)
+	}
+	hf, err := safetensors.ReadFile(filepath.Join(dir, HeadFile))
+	if err != nil {
+		return nil, fmt.Errorf("rerank: %w", err)
+	}
+	w, shape, err := hf.Float32(headTensor)
+	if err != nil {
+		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, HeadFile), err)
+	}
+	if !slices.Equal(shape, []int{mod.Config.HiddenSize}) {
+		return nil, fmt.Errorf("rerank: %s: %s has shape %v, want [%d]", filepath.Join(dir, HeadFile), headTensor, shape, mod.Config.HiddenSize)
+	}
+	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p}, w, tok, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, dir)
+	}
+	return m, nil
+}

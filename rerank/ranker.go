@@ -1,0 +1,114 @@
+package rerank
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+// Ranker is a two-stage retrieve.Ranker: a first-stage system (BM25, a dual
+// encoder or their fusion) proposes candidates and the cross-encoder
+// re-orders the best Depth of them. Scores are cached per (query,
+// document), so the whole-corpus and CodeSearchNet protocols of
+// retrieve.Evaluate share the work where their candidates overlap. It is
+// safe for concurrent use.
+type Ranker struct {
+	Model *Model
+	First retrieve.Ranker
+	Codes []string // the corpus: document i is Codes[i]
+	Depth int      // first-stage candidates re-scored
+
+	codes sync.Map // document → []int, its tokens
+	cache sync.Map // pairKey → float32
+}
+
+type pairKey struct {
+	query string
+	doc   int
+}
+
+// NewRanker returns the reranking of first's top depth candidates over the
+// corpus codes.
+func NewRanker(m *Model, first retrieve.Ranker, codes []string, depth int) *Ranker {
+	return &Ranker{Model: m, First: first, Codes: codes, Depth: max(depth, 1)}
+}
+
+// scores returns the cross-encoder scores of docs for query.
+func (r *Ranker) scores(query string, docs []int) []float64 {
+	out := make([]float64, len(docs))
+	var q []int
+	for i, d := range docs {
+		if v, ok := r.cache.Load(pairKey{query, d}); ok {
+			out[i] = float64(v.(float32))
+			continue
+		}
+		if q == nil {
+			q = r.Model.Tokens(query, r.Model.Settings.MaxQuery)
+		}
+		c, ok := r.codes.Load(d)
+		if !ok {
+			c, _ = r.codes.LoadOrStore(d, r.Model.Tokens(r.Codes[d], r.Model.Settings.MaxCode))
+		}
+		s, err := r.Model.ScoreTokens(r.Model.Pair(q, c.([]int)))
+		if err != nil {
+			panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
+		}
+		r.cache.Store(pairKey{query, d}, s)
+		out[i] = float64(s)
+	}
+	return out
+}
+
+// order sorts docs by score, best first; equal scores keep their order.
+func order(docs []int, scores []float64) {
+	idx := make([]int, len(docs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+	d, s := slices.Clone(docs), slices.Clone(scores)
+	for i, j := range idx {
+		docs[i], scores[i] = d[j], s[j]
+	}
+}
+
+// Rank re-scores the first stage's top Depth documents and returns the best
+// k: the re-ordered candidates, then the first stage's order beyond Depth.
+func (r *Ranker) Rank(query string, k int) []int {
+	cands := r.First.Rank(query, max(k, r.Depth))
+	top := cands[:min(r.Depth, len(cands))]
+	order(top, r.scores(query, top))
+	return cands[:min(k, len(cands))]
+}
+
+// Score scores docs as Rank would order them: the Depth documents the first
+// stage scores highest get the cross-encoder's scores, shifted above every
+// other document's first-stage score, so that the reranked candidates come
+// first in their new order and the rest follow in the first stage's.
+func (r *Ranker) Score(query string, docs []int, scores []float64) {
+	r.First.Score(query, docs, scores)
+	if len(docs) == 0 {
+		return
+	}
+	idx := make([]int, len(docs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+	n := min(r.Depth, len(docs))
+	top := make([]int, n)
+	for i, j := range idx[:n] {
+		top[i] = docs[j]
+	}
+	ce := r.scores(query, top)
+	floor := slices.Min(ce)
+	var rest float64 // the best first-stage score below the cut
+	if n < len(docs) {
+		rest = scores[idx[n]]
+	}
+	for i, j := range idx[:n] {
+		scores[j] = rest + 1 + (ce[i] - floor)
+	}
+}

@@ -1,0 +1,407 @@
+package rerank
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+var words = strings.Fields("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango")
+
+// pairs returns n pairs whose queries share two words with their own code
+// and none with the others'.
+func pairs(n int) []retrieve.Pair {
+	var ps []retrieve.Pair
+	for i := range n {
+		a, b := words[i%len(words)], words[(i*7+3)%len(words)]
+		ps = append(ps, retrieve.Pair{
+			ID:      fmt.Sprintf("p.F%d", i),
+			Query:   fmt.Sprintf("reports the %s of the %s", a, b),
+			Code:    fmt.Sprintf("func F%d(x %sThing) int {\n\treturn x.%s\n}", i, strings.ToUpper(b[:1])+b[1:], a),
+			Package: "p", File: "p/f.go", Line: 1 + 3*i,
+		})
+	}
+	return ps
+}
+
+func tinyDense(t testing.TB, ps []retrieve.Pair) *dense.Model {
+	t.Helper()
+	s := dense.Settings{Text: dense.TextTerms, MaxQuery: 12, MaxCode: 24, Tau: 0.05}
+	tok, err := dense.TrainTokenizer(ps, 300, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := model.Config{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 2, NumAttentionHeads: 2, NumKeyValueHeads: 1,
+		RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: tok.VocabSize(), MaxPositionEmbeddings: 32, TieWordEmbeddings: true}
+	m, err := dense.New(cfg, tok, s, 0.1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func tinyReranker(t testing.TB, ps []retrieve.Pair) *Model {
+	t.Helper()
+	r, err := FromDense(tinyDense(t, ps), 12, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func allNegatives(n int) [][]int {
+	negs := make([][]int, n)
+	for i := range negs {
+		for j := range n {
+			if j != i {
+				negs[i] = append(negs[i], j)
+			}
+		}
+	}
+	return negs
+}
+
+func options(G, K int, steps int) Options {
+	return Options{Groups: G, Candidates: K, Schedule: train.Schedule{Peak: 3e-3, Min: 3e-4, Warmup: 5, Total: steps},
+		Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WD: 0, Clip: 1, Seed: 1}
+}
+
+// crossLoss is the reranker's training loss in float64, written out: each
+// pair sequence encoded alone at padded length Tn and mean-pooled, then the
+// listwise loss of each group (the positive first; nil sequences are
+// invalid candidates), averaged over groups. It returns the loss and a
+// function that runs the backward into g and dw.
+func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, Tn int) (float64, func(g *model.Params[float64], dw []float64)) {
+	D := e.Model.Config.HiddenSize
+	G, K := len(groups), len(groups[0])
+	head := retrieve.Listwise[float64]{G: 1, K: K, D: D}
+	type group struct {
+		p     []float64
+		valid []bool
+		acts  []*dense.Acts[float64]
+		la    *retrieve.ListwiseActs[float64]
+	}
+	var gs []group
+	var loss float64
+	for _, seqs := range groups {
+		gr := group{p: make([]float64, K*D), valid: make([]bool, K), acts: make([]*dense.Acts[float64], K), la: head.NewActs()}
+		for k, s := range seqs {
+			if s == nil {
+				continue
+			}
+			gr.valid[k] = true
+			gr.acts[k] = e.NewActs(1, Tn)
+			if err := e.Forward(gr.acts[k], [][]int{s}); err != nil {
+				panic(err)
+			}
+			retrieve.MeanPool[float64]{D: D}.Forward(gr.p[k*D:(k+1)*D], gr.acts[k].Out, gr.acts[k].Valid, 1, Tn)
+		}
+		loss += head.Forward(gr.la, gr.p, w, gr.valid)
+		gs = append(gs, gr)
+	}
+	back := func(g *model.Params[float64], dw []float64) {
+		for _, gr := range gs {
+			dp := make([]float64, K*D)
+			head.Backward(dp, dw, 1/float64(G), gr.p, w, gr.valid, gr.la)
+			for k, a := range gr.acts {
+				if a == nil {
+					continue
+				}
+				dOut := make([]float64, len(a.Out))
+				retrieve.MeanPool[float64]{D: D}.Backward(dOut, dp[k*D:(k+1)*D], a.Valid, 1, Tn)
+				e.Backward(g, a, dOut)
+			}
+		}
+	}
+	return loss / float64(G), back
+}
+
+func encoder64(t *testing.T, seed uint64) *dense.Encoder[float64] {
+	t.Helper()
+	cfg := model.Config{HiddenSize: 8, IntermediateSize: 12, NumHiddenLayers: 2, NumAttentionHeads: 2, NumKeyValueHeads: 1,
+		RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 23, MaxPositionEmbeddings: 32, TieWordEmbeddings: true}
+	m, err := model.New[float64](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.NewParams()
+	m.Init(p, 0.3, seed)
+	return &dense.Encoder[float64]{Model: m, Params: p}
+}
+
+// TestCrossEncoderGrad differentiates the reranker's whole training loss
+// (pair sequences through the bidirectional encoder, pooling, the score
+// head, the listwise loss with an invalid candidate, the mean over groups)
+// with respect to every weight and the head, in float64.
+func TestCrossEncoderGrad(t *testing.T) {
+	e := encoder64(t, 3)
+	w := []float64{0.3, -0.2, 0.5, 0.1, -0.4, 0.2, 0.6, -0.1}
+	const sep = 22
+	groups := [][][]int{
+		{{1, 2, sep, 3, 4, 5}, {1, 2, sep, 6, 7}, {1, 2, sep, 8, 9, 10, 11}},
+		{{12, sep, 13, 14}, {12, sep, 15, 16, 17, 18, 19}, nil},
+	}
+	loss := func() float64 { l, _ := crossLoss(e, w, groups, 8); return l }
+	_, back := crossLoss(e, w, groups, 8)
+	g, dw := e.Model.NewParams(), make([]float64, len(w))
+	back(g, dw)
+	params := []gradcheck.Param{{Name: "score.weight", X: w, Grad: dw}}
+	pt, gt := e.Model.Tensors(e.Params), e.Model.Tensors(g)
+	for i := range pt {
+		params = append(params, gradcheck.Param{Name: pt[i].Name, X: pt[i].Data, Grad: gt[i].Data})
+	}
+	rep := gradcheck.Check(loss, params, gradcheck.Options{Precise: true, Eps: 2e-4, Abs: 1e-10, Rel: 1e-7, MaxPerParam: 40})
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d elements, max rel %.1e", rep.Checked, rep.MaxRel)
+
+	// The check can fail: the backward without the mean's 1/G is caught.
+	g2, dw2 := e.Model.NewParams(), make([]float64, len(w))
+	back(g2, dw2)
+	for i := range dw2 {
+		dw2[i] *= float64(len(groups))
+	}
+	bad := gradcheck.Check(loss, []gradcheck.Param{{Name: "score.weight", X: w, Grad: dw2}}, gradcheck.Options{Precise: true, Eps: 2e-4, Abs: 1e-10, Rel: 1e-7})
+	if bad.Err() == nil {
+		t.Fatal("a head gradient twice too large passed the finite-difference check")
+	}
+}
+
+// TestTrainerGradient: the float32 trainer's gradient for one step equals
+// the float64 composition of crossLoss at the same weights and groups.
+func TestTrainerGradient(t *testing.T) {
+	ps := pairs(6)
+	m := tinyReranker(t, ps)
+	for i := range m.W {
+		m.W[i] = 0.1 * float32(i%5-2)
+	}
+	const K = 6 // every other pair is a negative: groups do not depend on the draw
+	data := NewData(m, ps, allNegatives(len(ps)))
+	o := options(len(ps), K, 10)
+	o.Clip = 0
+	tr, err := NewTrainer(m, data, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the reference, at the weights before the step
+	cfg := m.Enc.Model.Config
+	m64, err := model.New[float64](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p64 := m64.NewParams()
+	src, dst := m.Enc.Model.Tensors(m.Enc.Params), m64.Tensors(p64)
+	for i := range src {
+		for j, v := range src[i].Data {
+			dst[i].Data[j] = float64(v)
+		}
+	}
+	w64 := make([]float64, len(m.W))
+	for i, v := range m.W {
+		w64[i] = float64(v)
+	}
+	var groups [][][]int
+	Tn := 0
+	for i := range ps {
+		seqs := [][]int{m.Pair(data.Queries[i], data.Codes[i])}
+		for _, j := range data.Negatives[i] {
+			seqs = append(seqs, m.Pair(data.Queries[i], data.Codes[j]))
+		}
+		for _, s := range seqs {
+			Tn = max(Tn, bucket(len(s)))
+		}
+		groups = append(groups, seqs)
+	}
+	want, back := crossLoss(&dense.Encoder[float64]{Model: m64, Params: p64}, w64, groups, Tn)
+	g64, dw64 := m64.NewParams(), make([]float64, len(w64))
+	back(g64, dw64)
+
+	res, err := tr.TrainStep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(res.Loss-want) > 1e-5*(1+math.Abs(want)) {
+		t.Errorf("loss %.7g, float64 reference %.7g", res.Loss, want)
+	}
+	cmp := func(name string, got []float32, want []float64) {
+		var scale float64
+		for _, v := range want {
+			scale = max(scale, math.Abs(v))
+		}
+		for i, v := range want {
+			if d := math.Abs(float64(got[i]) - v); d > 1e-4*scale+1e-7 {
+				t.Errorf("%s[%d] = %.6g, float64 reference %.6g (scale %.3g)", name, i, got[i], v, scale)
+				return
+			}
+		}
+	}
+	cmp("score.weight", tr.dw, dw64)
+	gt, rt := m.Enc.Model.Tensors(tr.grads), m64.Tensors(g64)
+	for i := range gt {
+		cmp(gt[i].Name, gt[i].Data, rt[i].Data)
+	}
+}
+
+// TestTrainerLearns: on a task where each query shares words only with its
+// own code, the listwise loss falls and the positive wins most groups.
+func TestTrainerLearns(t *testing.T) {
+	ps := pairs(16)
+	m := tinyReranker(t, ps)
+	negs := allNegatives(len(ps))
+	negs[3] = nil // a query without negatives: its group is the positive and padding
+	tr, err := NewTrainer(m, NewData(m, ps, negs), options(8, 4, 150))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last float64
+	var acc float64
+	for s := range 150 {
+		res, err := tr.TrainStep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s < 10 {
+			first += res.Loss / 10
+		}
+		if s >= 140 {
+			last += res.Loss / 10
+			acc += res.Accuracy / 10
+		}
+	}
+	t.Logf("loss %.3f → %.3f, accuracy %.2f", first, last, acc)
+	if !(last < 0.5*first) || acc < 0.8 {
+		t.Errorf("loss %.3f → %.3f, accuracy %.2f: want the loss halved and accuracy ≥ 0.8", first, last, acc)
+	}
+}
+
+func TestSaveLoad(t *testing.T) {
+	ps := pairs(8)
+	m := tinyReranker(t, ps)
+	tr, err := NewTrainer(m, NewData(m, ps, allNegatives(len(ps))), options(4, 3, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := tr.TrainStep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "rr")
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if a, b := m.Score(p.Query, p.Code), back.Score(p.Query, p.Code); a != b {
+			t.Fatalf("score %v after loading, %v before", b, a)
+		}
+	}
+	// a dual encoder's checkpoint is not a reranker's
+	ddir := filepath.Join(t.TempDir(), "dense")
+	if err := tinyDense(t, ps).Save(ddir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(ddir); err == nil || !strings.Contains(err.Error(), "not a reranker checkpoint") {
+		t.Errorf("loading a dual encoder: %v", err)
+	}
+	// a head of the wrong width
+	os.WriteFile(filepath.Join(dir, SettingsFile), []byte(`{"text":"terms","max_query_tokens":12,"max_code_tokens":24,"separator":"<|nope|>","pooling":"mean"}`), 0o644)
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "<|nope|>") {
+		t.Errorf("unknown separator: %v", err)
+	}
+}
+
+// first is a fixed first stage: documents in the order given, scored by
+// their place in it.
+type first []int
+
+func (f first) Rank(_ string, k int) []int { return f[:min(k, len(f))] }
+func (f first) Score(_ string, docs []int, scores []float64) {
+	for i, d := range docs {
+		scores[i] = -1
+		for r, x := range f {
+			if x == d {
+				scores[i] = float64(len(f) - r)
+			}
+		}
+	}
+}
+
+func TestRankerReordersTheTop(t *testing.T) {
+	ps := pairs(8)
+	m := tinyReranker(t, ps)
+	tr, err := NewTrainer(m, NewData(m, ps, allNegatives(len(ps))), options(4, 3, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := tr.TrainStep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	codes := make([]string, len(ps))
+	for i, p := range ps {
+		codes[i] = p.Code
+	}
+	fs := first{7, 6, 5, 4, 3, 2, 1, 0}
+	r := NewRanker(m, fs, codes, 4)
+	q := ps[2].Query
+	got := r.Rank(q, 8)
+	// the top 4 of the first stage, ordered by the cross-encoder, then the rest as they were
+	top := []int{7, 6, 5, 4}
+	ce := make([]float64, 4)
+	for i, d := range top {
+		ce[i] = float64(m.Score(q, codes[d]))
+	}
+	order(top, ce)
+	want := append(top, 3, 2, 1, 0)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Rank = %v, want %v", got, want)
+	}
+	// Score orders any candidate set the same way
+	docs := []int{0, 5, 3, 7, 6, 1, 4, 2}
+	scores := make([]float64, len(docs))
+	r.Score(q, docs, scores)
+	ranked := append([]int(nil), docs...)
+	order(ranked, scores)
+	if fmt.Sprint(ranked) != fmt.Sprint(want) {
+		t.Fatalf("Score orders %v, want %v", ranked, want)
+	}
+	if got := r.Rank(q, 2); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
+		t.Errorf("Rank(k=2) = %v, want %v", got, want[:2])
+	}
+}
+
+func TestMineDenseAndMerge(t *testing.T) {
+	ps := pairs(10)
+	ps[4].Query = ps[1].Query // a shared query: never a negative of the other
+	x := dense.NewIndex(tinyDense(t, ps), ps, nil)
+	negs := MineDense(x, ps, 3, 10)
+	for i, l := range negs {
+		if len(l) != 3 {
+			t.Errorf("query %d: %d negatives, want 3", i, len(l))
+		}
+		for _, d := range l {
+			if d == i || ps[d].Query == ps[i].Query {
+				t.Errorf("query %d: negative %d is its own code or shares its query", i, d)
+			}
+		}
+	}
+	got := Merge([][]int{{1, 2, 3}, {4}}, [][]int{{2, 5}, {4, 6}, {7}})
+	if want := "[[1 2 5 3] [4 6] [7]]"; fmt.Sprint(got) != want {
+		t.Errorf("Merge = %v, want %v", got, want)
+	}
+}

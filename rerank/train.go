@@ -1,0 +1,256 @@
+package rerank
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+// Data is a tokenised training split with each query's hard negatives.
+type Data struct {
+	Queries, Codes [][]int // token ids, truncated
+	Negatives      [][]int // per pair: indices of hard-negative codes
+}
+
+// NewData tokenises pairs as m does and attaches the negatives.
+func NewData(m *Model, pairs []retrieve.Pair, negatives [][]int) *Data {
+	d := &Data{Negatives: negatives}
+	for _, p := range pairs {
+		d.Queries = append(d.Queries, m.Tokens(p.Query, m.Settings.MaxQuery))
+		d.Codes = append(d.Codes, m.Tokens(p.Code, m.Settings.MaxCode))
+	}
+	if d.Negatives == nil {
+		d.Negatives = make([][]int, len(pairs))
+	}
+	return d
+}
+
+// MineDense returns, for each pair, up to k hard negatives from the dual
+// encoder's top depth over the pairs' code: documents the first stage ranks
+// high for the query that are not its answer. As in
+// retrieve.MineHardNegatives, likely false negatives are dropped: code equal
+// to the gold's up to white space, and the code of another pair with the
+// same query text.
+func MineDense(x *dense.Index, pairs []retrieve.Pair, k, depth int) [][]int {
+	keys := make([]string, len(pairs))
+	for i, p := range pairs {
+		keys[i] = retrieve.CodeKey(p.Code)
+	}
+	out := make([][]int, len(pairs))
+	for i, p := range pairs {
+		docs, _ := x.Search(p.Query, depth)
+		for _, d := range docs {
+			if len(out[i]) == k {
+				break
+			}
+			if d == i || keys[d] == keys[i] || pairs[d].Query == p.Query {
+				continue
+			}
+			out[i] = append(out[i], d)
+		}
+	}
+	return out
+}
+
+// Merge interleaves lists of negatives per pair (the first of each list,
+// then the second of each, …) without repeats.
+func Merge(lists ...[][]int) [][]int {
+	n := 0
+	for _, l := range lists {
+		n = max(n, len(l))
+	}
+	out := make([][]int, n)
+	for i := range out {
+		seen := map[int]bool{}
+		for r := 0; ; r++ {
+			more := false
+			for _, l := range lists {
+				if i < len(l) && r < len(l[i]) {
+					more = true
+					if d := l[i][r]; !seen[d] {
+						seen[d] = true
+						out[i] = append(out[i], d)
+					}
+				}
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Options configures a Trainer.
+type Options struct {
+	Groups        int            // queries per step: G
+	Candidates    int            // sequences per group: the positive and Candidates−1 negatives (K)
+	Schedule      train.Schedule // learning rate by step
+	Beta1, Beta2  float64
+	Eps, WD, Clip float64
+	Seed          uint64
+}
+
+// Trainer trains a cross-encoder with the listwise loss of
+// retrieve.Listwise: each step takes G queries; each query's group is its
+// positive and K−1 negatives drawn without replacement from its hard
+// negatives (a query with fewer has its group padded with invalid
+// candidates, which the loss leaves out).
+//
+// The loss is the mean of the groups' losses and a group's loss depends
+// only on its own K sequences, so each group is run forward and backward on
+// its own with dloss = 1/G: the same gradient as one pass over the batch,
+// with the activations of K sequences alive at a time.
+type Trainer struct {
+	Model *Model
+	Opt   Options
+	Data  *Data
+	Step  int
+
+	grads  *model.Params[float32]
+	dw     []float32
+	params []train.Param[float32]
+	adam   *train.AdamW[float32]
+	cur    *train.Cursor
+	rng    *rand.Rand
+	spare  map[int][]*dense.Acts[float32]
+}
+
+// NewTrainer returns a trainer of m on data.
+func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
+	switch {
+	case o.Groups < 1:
+		return nil, fmt.Errorf("rerank: %d groups per step, want >= 1", o.Groups)
+	case o.Candidates < 2:
+		return nil, fmt.Errorf("rerank: %d candidates per group, want >= 2 (the positive and a negative)", o.Candidates)
+	case len(data.Queries) < o.Groups:
+		return nil, fmt.Errorf("rerank: %d training pairs, fewer than %d groups", len(data.Queries), o.Groups)
+	}
+	t := &Trainer{Model: m, Opt: o, Data: data,
+		grads: m.Enc.Model.NewParams(), dw: make([]float32, len(m.W)),
+		adam:  train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
+		cur:   train.NewCursor(len(data.Queries), o.Seed),
+		rng:   rand.New(rand.NewPCG(o.Seed, 0x5e1ec7)),
+		spare: map[int][]*dense.Acts[float32]{},
+	}
+	t.params = append(train.Params(m.Enc.Model, m.Enc.Params, t.grads, false),
+		train.Param[float32]{Name: headTensor, X: m.W, Grad: t.dw, Decay: true})
+	return t, nil
+}
+
+// StepResult reports one optimiser step.
+type StepResult struct {
+	Step     int
+	Loss     float64
+	Accuracy float64 // fraction of groups whose positive scores highest
+	LR       float64
+	GradNorm float64 // before clipping
+	Pairs    int     // sequences encoded
+	Tokens   int
+}
+
+// ErrNonFinite is returned by TrainStep when the loss or gradient is NaN or
+// infinite; the weights are left as they were before the step.
+var ErrNonFinite = errors.New("rerank: non-finite loss or gradient")
+
+// TrainStep runs one optimiser step on the next G queries.
+func (t *Trainer) TrainStep() (StepResult, error) {
+	o := t.Opt
+	m := t.Model
+	D, K := m.Dim(), o.Candidates
+	idx := t.cur.Take(o.Groups)
+	G := len(idx)
+	head := retrieve.Listwise[float32]{G: 1, K: K, D: D}
+	la := head.NewActs()
+	pool := retrieve.MeanPool[float32]{D: D}
+	p, dp := make([]float32, K*D), make([]float32, K*D)
+	valid := make([]bool, K)
+	acts := make([]*dense.Acts[float32], K)
+
+	m.Enc.Model.Zero(t.grads)
+	clear(t.dw)
+	var loss float64
+	res := StepResult{Step: t.Step + 1}
+	for _, i := range idx {
+		// the group: the positive, then negatives drawn without replacement
+		negs := t.Data.Negatives[i]
+		cands := []int{i}
+		for _, j := range t.rng.Perm(len(negs))[:min(K-1, len(negs))] {
+			cands = append(cands, negs[j])
+		}
+		// pass 1: encode and pool each pair of the group
+		clear(p)
+		for k := range K {
+			valid[k] = k < len(cands)
+			acts[k] = nil
+			if !valid[k] {
+				continue
+			}
+			seq := m.Pair(t.Data.Queries[i], t.Data.Codes[cands[k]])
+			Tn := bucket(len(seq))
+			a := t.take(Tn)
+			if err := m.Enc.Forward(a, [][]int{seq}); err != nil {
+				return StepResult{}, err
+			}
+			pool.Forward(p[k*D:(k+1)*D], a.Out, a.Valid, 1, Tn)
+			acts[k] = a
+			res.Pairs++
+			res.Tokens += len(seq)
+		}
+		// pass 2: scores and the group's loss
+		l := head.Forward(la, p, m.W, valid)
+		loss += float64(l)
+		best := 0
+		for k := range K {
+			if valid[k] && la.S[k] > la.S[best] {
+				best = k
+			}
+		}
+		if best == 0 {
+			res.Accuracy++
+		}
+		// The chain rule starts with dloss = 1/G (the mean over groups) and
+		// runs back through the head and the pooling into each sequence.
+		clear(dp)
+		head.Backward(dp, t.dw, 1/float32(G), p, m.W, valid, la)
+		for k, a := range acts {
+			if a == nil {
+				continue
+			}
+			dOut := make([]float32, len(a.Out))
+			pool.Backward(dOut, dp[k*D:(k+1)*D], a.Valid, 1, a.T)
+			m.Enc.Backward(t.grads, a, dOut)
+			t.spare[a.T] = append(t.spare[a.T], a) // free for the next group
+		}
+	}
+	res.Loss = loss / float64(G)
+	res.Accuracy /= float64(G)
+	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		return StepResult{}, ErrNonFinite
+	}
+	norm := train.ClipGradNorm(t.params, o.Clip)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return StepResult{}, ErrNonFinite
+	}
+	res.LR = o.Schedule.At(t.Step)
+	res.GradNorm = norm
+	t.adam.Update(t.params, res.LR)
+	t.Step++
+	return res, nil
+}
+
+// take returns activations for one sequence of Tn padded tokens, reusing a
+// spare one: each group gives its activations back after its backward.
+func (t *Trainer) take(Tn int) *dense.Acts[float32] {
+	if s := t.spare[Tn]; len(s) > 0 {
+		t.spare[Tn] = s[:len(s)-1]
+		return s[len(s)-1]
+	}
+	return t.Model.Enc.NewActs(1, Tn)
+}
