@@ -19,6 +19,7 @@ const (
 	EncoderDir     = "encoder"
 
 	embeddingsTensor = "embeddings"
+	fingerprintKey   = "encoder_sha256"
 )
 
 // Index is a searchable corpus: the documents, their embeddings in a flat
@@ -74,6 +75,11 @@ func (x *Index) Save(dir string) error {
 	f.Metadata["format"] = "pt"
 	f.Metadata["ids"] = string(idsJSON)
 	f.Metadata["dim"] = strconv.Itoa(x.Flat.D)
+	fp, err := x.Model.Fingerprint()
+	if err != nil {
+		return fmt.Errorf("dense: save index %s: %w", dir, err)
+	}
+	f.Metadata[fingerprintKey] = fp
 	f.SetF32(embeddingsTensor, []int{len(x.Docs), x.Flat.D}, x.Flat.Vecs)
 
 	parent := filepath.Dir(filepath.Clean(dir))
@@ -119,7 +125,9 @@ func (x *Index) Save(dir string) error {
 }
 
 // LoadIndex reads an index directory written by Index.Save. The ids of the
-// embeddings must be those of the corpus, in order.
+// embeddings must be those of the corpus, in order, and the encoder must be
+// the one that made them: Save records its Fingerprint in the embeddings'
+// metadata (key "encoder_sha256").
 func LoadIndex(dir string) (*Index, error) {
 	m, err := Load(filepath.Join(dir, EncoderDir))
 	if err != nil {
@@ -152,6 +160,16 @@ func LoadIndex(dir string) (*Index, error) {
 	}
 	if !slices.Equal(ids, want) {
 		return nil, fmt.Errorf("dense: %s: the ids of the embeddings are not those of %s", path, CorpusFile)
+	}
+	if saved, ok := f.Metadata[fingerprintKey]; ok {
+		fp, err := m.Fingerprint()
+		if err != nil {
+			return nil, err
+		}
+		if fp != saved {
+			return nil, fmt.Errorf("dense: %s: the embeddings were made by another encoder than %s (fingerprint %.12s…, the encoder's %.12s…)",
+				dir, filepath.Join(dir, EncoderDir), saved, fp)
+		}
 	}
 	return &Index{Model: m, Docs: docs, Flat: &retrieve.Flat{D: m.Dim(), Vecs: vecs}}, nil
 }

@@ -2,8 +2,12 @@ package dense
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,6 +148,31 @@ func (m *Model) EmbedCodes(codes []string, progress func(done int)) []float32 {
 		}
 	}
 	return out
+}
+
+// Fingerprint returns the SHA-256, in hex, of what decides the model's
+// embeddings: the tensors (names, shapes and float32 bits, in checkpoint
+// order), the tokenizer and the settings. An index records it, so that
+// embeddings are never searched with another encoder's queries.
+func (m *Model) Fingerprint() (string, error) {
+	h := sha256.New()
+	for _, t := range m.Enc.Model.Tensors(m.Enc.Params) {
+		fmt.Fprintf(h, "%s %v\n", t.Name, t.Shape)
+		buf := make([]byte, 4*len(t.Data))
+		for i, v := range t.Data {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+		}
+		h.Write(buf)
+	}
+	if err := m.Tok.WriteJSON(h); err != nil {
+		return "", fmt.Errorf("dense: %w", err)
+	}
+	set, err := json.Marshal(m.Settings)
+	if err != nil {
+		return "", fmt.Errorf("dense: %w", err)
+	}
+	h.Write(set)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Save writes the checkpoint directory dir atomically (see model.Save).
