@@ -148,7 +148,7 @@ func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 type StepResult struct {
 	Step     int
 	Loss     float64
-	Accuracy float64 // fraction of groups whose positive scores highest
+	Accuracy float64 // fraction of groups whose positive scores strictly highest
 	LR       float64
 	GradNorm float64 // before clipping
 	Pairs    int     // sequences encoded
@@ -206,13 +206,13 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		// pass 2: scores and the group's loss
 		l := head.Forward(la, p, m.W, valid)
 		loss += float64(l)
-		best := 0
-		for k := range K {
-			if valid[k] && la.S[k] > la.S[best] {
-				best = k
+		won := true // the positive scores strictly above every valid negative
+		for k := 1; k < K; k++ {
+			if valid[k] && la.S[k] >= la.S[0] {
+				won = false
 			}
 		}
-		if best == 0 {
+		if won {
 			res.Accuracy++
 		}
 		// The chain rule starts with dloss = 1/G (the mean over groups) and

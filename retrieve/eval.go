@@ -27,6 +27,7 @@ type EvalOptions struct {
 	Candidates int    // CodeSearchNet candidate set: the gold and Candidates−1 distractors (default 1000)
 	Seed       uint64 // seed of the distractor draw (default 1)
 	Workers    int    // goroutines (default GOMAXPROCS)
+	NoCSN      bool   // skip the CodeSearchNet protocol (its metrics stay 0)
 }
 
 // Metrics are the results of Evaluate. The whole-corpus metrics look at the
@@ -99,6 +100,9 @@ func Evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
 				if at := slices.Index(top, i); at >= 0 {
 					m.Ranks[i] = at + 1
 				}
+				if opt.NoCSN {
+					continue
+				}
 				cand[0] = i
 				distractors(cand[1:], i, nDocs, opt.Seed)
 				r.Score(queries[i], cand, scores)
@@ -127,7 +131,9 @@ func Evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
 			m.Recall5 += b2f(k <= 5)
 			m.Recall10 += 1
 		}
-		m.CSNMRR += 1 / float64(m.CSNRanks[i])
+		if !opt.NoCSN {
+			m.CSNMRR += 1 / float64(m.CSNRanks[i])
+		}
 	}
 	q := float64(len(queries))
 	m.MRR10, m.NDCG10, m.CSNMRR = m.MRR10/q, m.NDCG10/q, m.CSNMRR/q

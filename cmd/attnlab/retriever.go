@@ -20,16 +20,17 @@ import (
 
 	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/rerank"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/train"
 )
 
 var retrieverCmd = register(&command{
 	name:  "retriever",
-	usage: "data [-src DIR] [-out DIR] | train -data DIR [-out DIR] | eval -data FILE.jsonl [-model DIR] [-systems LIST]",
-	short: "code search: build the query–code dataset from Go source, train a dense retriever, evaluate retrievers",
+	usage: "data [-src DIR] [-out DIR] | train -data DIR [-out DIR] | rerank -data DIR [-out DIR] | eval -data FILE.jsonl [-model DIR] [-reranker DIR] [-systems LIST]",
+	short: "code search: build the query–code dataset from Go source, train a dense retriever and a reranker, evaluate retrievers",
 	// long is completed in init with the flags of the subcommands.
-	long: `Retriever builds, trains and evaluates code search, in three steps.
+	long: `Retriever builds, trains and evaluates code search, in four steps.
 
 "retriever data" reads Go source (by default $(go env GOROOT)/src, non-test
 files, testdata and vendor skipped) and pairs each documented function or
@@ -60,6 +61,18 @@ model.safetensors, tokenizer.json, dense.json) and OUT/index, the
 embeddings of -index-data (DATA/test.jsonl by default) for "attnlab
 search", and reports MRR@10 of the model and of BM25 on DATA/val.jsonl.
 
+"retriever rerank" trains a cross-encoder reranker: the sequence "query
+SEP code" goes through the transformer of the dual encoder of -model
+(OUT/model by default), which it starts from, with bidirectional attention;
+the token vectors are averaged and a score head (zero at the start) gives
+the pair's relevance. Each step takes -groups training queries, each with
+its own code and -candidates−1 hard negatives drawn from those mined once
+from BM25 and from the dual encoder (the gold's code, other pairs with the
+same query, and BM25 candidates within -mine-margin of the gold dropped);
+the loss is each group's softmax cross-entropy against its positive. It
+writes OUT/reranker and OUT/rerank-curves.csv and reports the validation
+MRR@10 of bm25, dense, hybrid and hybrid+rerank.
+
 "retriever eval" reads any JSONL file in that format and, for each system,
 ranks all code documents of the file for each query (the gold is the query's
 own document): MRR@10, Recall@1/5/10 and nDCG@10, then the CodeSearchNet
@@ -68,15 +81,21 @@ time to build the system's index, and the time of one top-10 query. Systems:
 bm25 (Okapi BM25, k1 = 1.2, b = 0.75, over the code-aware terms of
 retrieve.Terms); dense (the encoder of -model, exhaustive cosine search over
 the embedded code); hybrid (reciprocal rank fusion, k = 60, of the top 100 of
-bm25 and of dense). -write-index saves the dense index of the file.
+bm25 and of dense); bm25+rerank, dense+rerank and hybrid+rerank (the
+cross-encoder of -reranker re-scores the top -rerank-depth candidates of
+the first stage; in the CodeSearchNet protocol, the top of the candidate
+set). -write-index saves the dense index of the file.
 
-Example: attnlab retriever data -out retr && attnlab retriever train -data retr -out run && attnlab retriever eval -data retr/test.jsonl -model run/model`,
+Example: attnlab retriever data -out retr && attnlab retriever train -data retr -out run && attnlab retriever rerank -data retr -out run && attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker`,
 })
 
 func init() {
 	retrieverCmd.run = runRetriever
+	for _, first := range []string{"bm25", "dense", "hybrid"} {
+		retrieverSystems[first+"+rerank"] = reranked(first)
+	}
 	var b strings.Builder
-	b.WriteString(strings.Replace(retrieverCmd.long, "\n\nExample:", "\n\nFlags of data:\n%s\nFlags of train:\n%s\nFlags of eval:\n%s\nExample:", 1))
+	b.WriteString(strings.Replace(retrieverCmd.long, "\n\nExample:", "\n\nFlags of data:\n%s\nFlags of train:\n%s\nFlags of rerank:\n%s\nFlags of eval:\n%s\nExample:", 1))
 	defaults := func(fs *flag.FlagSet) string {
 		var sb strings.Builder
 		fs.SetOutput(&sb)
@@ -85,8 +104,9 @@ func init() {
 	}
 	dfs, _ := retrieverDataFlags()
 	tfs, _ := retrieverTrainFlags()
+	rfs, _ := retrieverRerankFlags()
 	efs, _ := retrieverEvalFlags()
-	retrieverCmd.long = fmt.Sprintf(b.String(), defaults(dfs), defaults(tfs), defaults(efs))
+	retrieverCmd.long = fmt.Sprintf(b.String(), defaults(dfs), defaults(tfs), defaults(rfs), defaults(efs))
 }
 
 // retrieverEnv is what the systems of an evaluation share: the corpus, and
@@ -95,6 +115,9 @@ type retrieverEnv struct {
 	pairs []retrieve.Pair
 	codes []string
 	model *dense.Model // nil without -model
+
+	reranker *rerank.Model // nil without -reranker
+	depth    int           // candidates the reranker re-scores
 
 	bm25                *retrieve.BM25
 	index               *dense.Index
@@ -146,9 +169,24 @@ var retrieverSystems = map[string]func(e *retrieverEnv) (retrieve.Ranker, time.D
 	},
 }
 
+// reranked returns the system that re-scores the top candidates of first
+// with the cross-encoder.
+func reranked(first string) func(e *retrieverEnv) (retrieve.Ranker, time.Duration, error) {
+	return func(e *retrieverEnv) (retrieve.Ranker, time.Duration, error) {
+		if e.reranker == nil {
+			return nil, 0, usageError{"systems with +rerank need -reranker"}
+		}
+		r, build, err := retrieverSystems[first](e)
+		if err != nil {
+			return nil, 0, err
+		}
+		return rerank.NewRanker(e.reranker, r, e.codes, e.depth), build, nil
+	}
+}
+
 func runRetriever(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"missing subcommand: data, train or eval"}
+		return usageError{"missing subcommand: data, train, rerank or eval"}
 	}
 	switch args[0] {
 	case "data":
@@ -157,8 +195,10 @@ func runRetriever(ctx context.Context, args []string, stdout io.Writer) error {
 		return runRetrieverTrain(ctx, args[1:], stdout)
 	case "eval":
 		return runRetrieverEval(args[1:], stdout)
+	case "rerank":
+		return runRetrieverRerank(ctx, args[1:], stdout)
 	}
-	return usageError{fmt.Sprintf("unknown subcommand %q: want data, train or eval", args[0])}
+	return usageError{fmt.Sprintf("unknown subcommand %q: want data, train, rerank or eval", args[0])}
 }
 
 type retrieverDataOpts struct {
@@ -179,6 +219,8 @@ func retrieverDataFlags() (*flag.FlagSet, *retrieverDataOpts) {
 
 type retrieverEvalOpts struct {
 	data, systems, model, writeIndex string
+	reranker                         string
+	depth                            int
 	eval                             retrieve.EvalOptions
 }
 
@@ -189,6 +231,8 @@ func retrieverEvalFlags() (*flag.FlagSet, *retrieverEvalOpts) {
 	fs.StringVar(&o.systems, "systems", "", "comma-separated systems to evaluate: "+strings.Join(systemNames(), ", ")+" (default: bm25, and dense and hybrid with -model)")
 	fs.StringVar(&o.model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder")
 	fs.StringVar(&o.writeIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
+	fs.StringVar(&o.reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the systems with +rerank")
+	fs.IntVar(&o.depth, "rerank-depth", 20, "first-stage candidates the reranker re-scores per query")
 	fs.IntVar(&o.eval.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")
 	fs.Uint64Var(&o.eval.Seed, "seed", 1, "seed of the distractor draw")
 	fs.IntVar(&o.eval.Workers, "workers", 0, "queries evaluated in parallel (0: GOMAXPROCS); 1 for undisturbed timings")
@@ -300,6 +344,12 @@ func runRetrieverEval(args []string, stdout io.Writer) error {
 		if o.model != "" {
 			o.systems = "bm25,dense,hybrid"
 		}
+		if o.reranker != "" {
+			o.systems += ",bm25+rerank"
+			if o.model != "" {
+				o.systems += ",dense+rerank,hybrid+rerank"
+			}
+		}
 	}
 	var systems []string
 	for s := range strings.SplitSeq(o.systems, ",") {
@@ -317,8 +367,14 @@ func runRetrieverEval(args []string, stdout io.Writer) error {
 	if o.eval.Workers < 0 {
 		return usageError{fmt.Sprintf("-workers %d: want >= 0", o.eval.Workers)}
 	}
-	if o.model == "" && (o.writeIndex != "" || slices.Contains(systems, "dense") || slices.Contains(systems, "hybrid")) {
+	if o.model == "" && (o.writeIndex != "" || slices.ContainsFunc(systems, func(s string) bool { return strings.HasPrefix(s, "dense") || strings.HasPrefix(s, "hybrid") })) {
 		return usageError{"systems dense and hybrid, and -write-index, need -model"}
+	}
+	if o.reranker == "" && slices.ContainsFunc(systems, func(s string) bool { return strings.HasSuffix(s, "+rerank") }) {
+		return usageError{"systems with +rerank need -reranker"}
+	}
+	if o.depth < 1 {
+		return usageError{fmt.Sprintf("-rerank-depth %d: want >= 1", o.depth)}
 	}
 
 	pairs, err := retrieve.ReadJSONL(o.data)
@@ -328,9 +384,14 @@ func runRetrieverEval(args []string, stdout io.Writer) error {
 	if len(pairs) == 0 {
 		return fmt.Errorf("%s holds no pairs", o.data)
 	}
-	env := &retrieverEnv{pairs: pairs}
+	env := &retrieverEnv{pairs: pairs, depth: o.depth}
 	if o.model != "" {
 		if env.model, err = loadDenseModel(o.model); err != nil {
+			return err
+		}
+	}
+	if o.reranker != "" {
+		if env.reranker, err = rerank.Load(o.reranker); err != nil {
 			return err
 		}
 	}
@@ -414,6 +475,7 @@ type retrieverTrainOpts struct {
 	batch, hard, mineDepth   int
 	mineMargin, tau          float64
 	learnTau, symmetric      bool
+	chunk                    int
 	steps, warmup            int
 	lr, minLR, wd, clip, std float64
 	seed                     uint64
@@ -442,6 +504,7 @@ func retrieverTrainFlags() (*flag.FlagSet, *retrieverTrainOpts) {
 	fs.Float64Var(&o.tau, "tau", 0.05, "temperature (the starting value with -learn-tau)")
 	fs.BoolVar(&o.learnTau, "learn-tau", false, "learn the temperature (as log τ, kept ≥ 0.01)")
 	fs.BoolVar(&o.symmetric, "symmetric", true, "add the code→query direction to the loss (-symmetric=false: queries→code only)")
+	fs.IntVar(&o.chunk, "chunk", 0, "sequences whose activations are kept at once in the backward (GradCache): each sequence is encoded a second time, the gradients are the same bit for bit; 0: the whole step")
 	fs.IntVar(&o.steps, "steps", 800, "optimiser steps")
 	fs.IntVar(&o.warmup, "warmup", 50, "warmup steps")
 	fs.Float64Var(&o.lr, "lr", 1e-3, "peak learning rate")
@@ -465,14 +528,20 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 	switch {
 	case o.data == "":
 		return usageError{"-data is required"}
-	case o.steps < 1 || o.batch < 2 || o.hard < 0 || o.warmup < 0:
-		return usageError{"-steps must be positive, -batch at least 2, -hard-negatives and -warmup at least 0"}
+	case o.steps < 1 || o.batch < 2 || o.hard < 0 || o.warmup < 0 || o.chunk < 0:
+		return usageError{"-steps must be positive, -batch at least 2, -hard-negatives, -warmup and -chunk at least 0"}
 	case o.maxQuery < 1 || o.maxCode < 1:
 		return usageError{"-max-query and -max-code must be positive"}
 	case !(o.tau > 0):
 		return usageError{fmt.Sprintf("-tau %v: want > 0", o.tau)}
 	case o.text != dense.TextTerms && o.text != dense.TextRaw:
 		return usageError{fmt.Sprintf("-text %q: want %s or %s", o.text, dense.TextTerms, dense.TextRaw)}
+	}
+	cfg := model.Config{HiddenSize: o.dim, IntermediateSize: o.ffn, NumHiddenLayers: o.layers, NumAttentionHeads: o.heads,
+		NumKeyValueHeads: o.kvHeads, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: o.vocab,
+		MaxPositionEmbeddings: (max(o.maxQuery, o.maxCode) + 15) &^ 15, TieWordEmbeddings: true}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err.Error()}
 	}
 	start := time.Now()
 	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.data, "train.jsonl"))
@@ -518,12 +587,7 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 	fmt.Fprintf(stdout, "hard negatives: %d kept for %d queries (top %d of BM25); dropped %d with the gold's code, %d within %.0f%% of the gold's score; %d queries short (%.1fs)\n",
 		ms.Kept, ms.Queries, o.mineDepth, ms.Same, ms.Near, 100*o.mineMargin, ms.Short, time.Since(t0).Seconds())
 
-	cfg := model.Config{HiddenSize: o.dim, IntermediateSize: o.ffn, NumHiddenLayers: o.layers, NumAttentionHeads: o.heads,
-		NumKeyValueHeads: o.kvHeads, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: tok.VocabSize(),
-		MaxPositionEmbeddings: (max(o.maxQuery, o.maxCode) + 15) &^ 15, TieWordEmbeddings: true}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err.Error()}
-	}
+	cfg.VocabSize = tok.VocabSize()
 	m, err := dense.New(cfg, tok, settings, o.std, o.seed)
 	if err != nil {
 		return err
@@ -532,7 +596,7 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 	tr, err := dense.NewTrainer(m.Enc, data, dense.Options{
 		Batch: o.batch, HardNegatives: o.hard, Tau: o.tau, LearnTau: o.learnTau, Symmetric: o.symmetric,
 		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
-		Beta1:    0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed,
+		Beta1:    0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed, Chunk: o.chunk,
 	})
 	if err != nil {
 		return err
@@ -591,10 +655,14 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 		return err
 	}
 	modelDir := filepath.Join(o.out, "model")
+	if tr.Step == 0 {
+		fmt.Fprintf(stdout, "%v at step 0: nothing trained, nothing saved\n", stopErr)
+		return errFailed
+	}
 	if err := m.Save(modelDir); err != nil {
 		return err
 	}
-	if tr.Step > 0 {
+	{
 		fmt.Fprintf(stdout, "trained %d steps in %.0f s (%.0f tokens/s); loss %.3f → %.3f, in-batch accuracy %.2f → %.2f\n",
 			tr.Step, trainTime.Seconds(), float64(tokens)/trainTime.Seconds(), first.Loss, last.Loss, first.Accuracy, last.Accuracy)
 	}

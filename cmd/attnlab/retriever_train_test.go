@@ -355,7 +355,7 @@ func TestRetrieverTrainKeepsTheIndexWhole(t *testing.T) {
 	before := readTree(t, index)
 
 	// A run interrupted before its first step (the context is what an
-	// interrupt cancels) saves the model so far and no index.
+	// interrupt cancels) saves nothing.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stdout bytes.Buffer
@@ -433,4 +433,67 @@ func copyDir(t *testing.T, src, dst string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestRetrieverRerankThenEval trains a reranker from a tiny dual encoder and
+// evaluates the reranked systems.
+func TestRetrieverRerankThenEval(t *testing.T) {
+	data := retrieverData(t)
+	out := filepath.Join(t.TempDir(), "run")
+	trainRetriever(t, data, out)
+	code, stdout, stderr := attnlab(t, "retriever", "rerank", "-data", data, "-out", out, "-quiet", "-steps", "4", "-warmup", "1",
+		"-groups", "3", "-candidates", "3", "-max-code", "48", "-depth", "5")
+	if code != 0 {
+		t.Fatalf("retriever rerank exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"bm25 negatives:", "dense negatives:", "trained 4 steps", "hybrid+rerank "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("rerank output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, f := range []string{"rerank-curves.csv", "reranker/config.json", "reranker/model.safetensors", "reranker/tokenizer.json",
+		"reranker/rerank.json", "reranker/score.safetensors"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	if rows := strings.Count(strings.TrimSpace(readFile(t, filepath.Join(out, "rerank-curves.csv"))), "\n"); rows != 4 {
+		t.Errorf("rerank-curves.csv has %d rows, want 4", rows)
+	}
+
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-model", filepath.Join(out, "model"),
+		"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-candidates", "6")
+	if code != 0 {
+		t.Fatalf("retriever eval exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, sys := range []string{"bm25", "dense", "hybrid", "bm25+rerank", "dense+rerank", "hybrid+rerank"} {
+		if !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(sys) + `\s+\d\.\d{4}`).MatchString(stdout) {
+			t.Errorf("eval output lacks the row %s:\n%s", sys, stdout)
+		}
+	}
+
+	// bad input: a reranker folder that is a dual encoder's; +rerank without -reranker
+	for _, args := range [][]string{
+		{"-reranker", filepath.Join(out, "model")},
+		{"-systems", "bm25+rerank"},
+		{"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "0"},
+	} {
+		code, stdout, stderr := attnlab(t, append([]string{"retriever", "eval", "-data", filepath.Join(data, "test.jsonl")}, args...)...)
+		if code == 0 || stdout != "" && !strings.Contains(stdout, "queries") || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Errorf("eval %v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+	}
+	code, _, stderr = attnlab(t, "retriever", "rerank", "-data", data, "-out", out, "-model", filepath.Join(out, "nosuch"), "-quiet")
+	if code == 0 || !strings.Contains(stderr, "nosuch") {
+		t.Errorf("rerank with a missing model: exit %d, %s", code, stderr)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/rerank"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+type retrieverRerankOpts struct {
+	data, out, model    string
+	maxQuery, maxCode   int
+	groups, candidates  int
+	bm25Negs, denseNegs int
+	mineDepth           int
+	mineMargin          float64
+	steps, warmup       int
+	lr, minLR, wd, clip float64
+	depth               int
+	seed                uint64
+	quiet               bool
+}
+
+func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
+	o := &retrieverRerankOpts{}
+	fs := flag.NewFlagSet("retriever rerank", flag.ContinueOnError)
+	fs.StringVar(&o.data, "data", "", "folder of train.jsonl and val.jsonl, as retriever data writes it (required)")
+	fs.StringVar(&o.out, "out", "retriever-run", "output folder: OUT/reranker and OUT/rerank-curves.csv")
+	fs.StringVar(&o.model, "model", "", "the trained dual encoder the reranker starts from and mines negatives with (default OUT/model)")
+	fs.IntVar(&o.maxQuery, "max-query", 32, "query tokens kept")
+	fs.IntVar(&o.maxCode, "max-code", 128, "code tokens kept")
+	fs.IntVar(&o.groups, "groups", 8, "queries per step")
+	fs.IntVar(&o.candidates, "candidates", 8, "sequences per query and step: the positive and candidates−1 hard negatives")
+	fs.IntVar(&o.bm25Negs, "bm25-negatives", 8, "hard negatives mined per query from BM25")
+	fs.IntVar(&o.denseNegs, "dense-negatives", 8, "hard negatives mined per query from the dual encoder")
+	fs.IntVar(&o.mineDepth, "mine-depth", 30, "results of each first stage examined per query when mining")
+	fs.Float64Var(&o.mineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")
+	fs.IntVar(&o.steps, "steps", 500, "optimiser steps")
+	fs.IntVar(&o.warmup, "warmup", 30, "warmup steps")
+	fs.Float64Var(&o.lr, "lr", 5e-4, "peak learning rate")
+	fs.Float64Var(&o.minLR, "min-lr", 5e-5, "final learning rate")
+	fs.Float64Var(&o.wd, "wd", 0.01, "weight decay (not on norms and embeddings)")
+	fs.Float64Var(&o.clip, "clip", 1, "global gradient-norm clip (0: none)")
+	fs.IntVar(&o.depth, "depth", 20, "candidates re-scored per query in the validation report")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the query order and the negatives drawn")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bars")
+	return fs, o
+}
+
+func newBar(n int, what string, quiet bool) *progressbar.ProgressBar {
+	if quiet {
+		return nil
+	}
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(24),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetDescription(what), progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
+}
+
+func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) error {
+	fs, o := retrieverRerankFlags()
+	if err := parseSub(fs, args); err != nil {
+		if errors.Is(err, errHelpShown) {
+			return nil
+		}
+		return err
+	}
+	switch {
+	case o.data == "":
+		return usageError{"-data is required"}
+	case o.steps < 1 || o.groups < 1 || o.candidates < 2 || o.warmup < 0 || o.depth < 1:
+		return usageError{"-steps, -groups and -depth must be positive, -candidates at least 2, -warmup at least 0"}
+	case o.maxQuery < 1 || o.maxCode < 1:
+		return usageError{"-max-query and -max-code must be positive"}
+	case o.bm25Negs < 0 || o.denseNegs < 0 || o.bm25Negs+o.denseNegs == 0 || o.mineDepth < 1:
+		return usageError{"-bm25-negatives and -dense-negatives must be at least 0 and not both 0; -mine-depth positive"}
+	}
+	if o.model == "" {
+		o.model = filepath.Join(o.out, "model")
+	}
+	start := time.Now()
+	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.data, "train.jsonl"))
+	if err != nil {
+		return err
+	}
+	valPairs, err := retrieve.ReadJSONL(filepath.Join(o.data, "val.jsonl"))
+	if err != nil {
+		return err
+	}
+	if len(trainPairs) < o.groups {
+		return fmt.Errorf("%s: %d pairs, fewer than %d groups", filepath.Join(o.data, "train.jsonl"), len(trainPairs), o.groups)
+	}
+	dm, err := loadDenseModel(o.model)
+	if err != nil {
+		return err
+	}
+	m, err := rerank.FromDense(dm, o.maxQuery, o.maxCode)
+	if err != nil {
+		return err
+	}
+
+	// Hard negatives: BM25's and the dual encoder's, interleaved.
+	t0 := time.Now()
+	bm, ms := retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: max(o.bm25Negs, 1), Depth: o.mineDepth, Margin: o.mineMargin})
+	if o.bm25Negs == 0 {
+		bm = nil
+	}
+	fmt.Fprintf(stdout, "bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)\n",
+		ms.Kept, ms.Queries, o.mineDepth, ms.Same, ms.Near, 100*o.mineMargin, time.Since(t0).Seconds())
+	var dn [][]int
+	if o.denseNegs > 0 {
+		t0 = time.Now()
+		bar := newBar(len(trainPairs), "embedding the training code", o.quiet)
+		x := dense.NewIndex(dm, trainPairs, func(done int) {
+			if bar != nil {
+				bar.Set(done)
+			}
+		})
+		dn = rerank.MineDense(x, trainPairs, o.denseNegs, o.mineDepth)
+		kept := 0
+		for _, l := range dn {
+			kept += len(l)
+		}
+		fmt.Fprintf(stdout, "dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)\n",
+			kept, len(trainPairs), o.mineDepth, o.model, time.Since(t0).Seconds())
+	}
+	negs := rerank.Merge(bm, dn)
+	none := 0
+	for _, l := range negs {
+		if len(l) == 0 {
+			none++
+		}
+	}
+
+	tr, err := rerank.NewTrainer(m, rerank.NewData(m, trainPairs, negs), rerank.Options{
+		Groups: o.groups, Candidates: o.candidates,
+		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
+		Beta1:    0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "reranker: the encoder of %s (dim %d, %d blocks), a zero score head; pairs of up to %d query + 1 + %d code tokens; %d queries × %d candidates per step (%d queries have no negative), %d steps\n",
+		o.model, m.Dim(), m.Enc.Model.Config.NumHiddenLayers, o.maxQuery, o.maxCode, o.groups, o.candidates, none, o.steps)
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+
+	bar := newBar(o.steps, "", o.quiet)
+	var csv strings.Builder
+	csv.WriteString("step,loss,accuracy,lr,grad_norm,pairs,tokens,seconds\n")
+	trainStart := time.Now()
+	var first, last rerank.StepResult
+	var tokens int
+	var stopErr error
+	curves := filepath.Join(o.out, "rerank-curves.csv")
+	for tr.Step < o.steps {
+		if ctx.Err() != nil {
+			stopErr = errors.New("interrupted")
+			break
+		}
+		res, err := tr.TrainStep()
+		if err != nil {
+			return err
+		}
+		if res.Step == 1 {
+			first = res
+		}
+		last = res
+		tokens += res.Tokens
+		fmt.Fprintf(&csv, "%d,%.6f,%.4f,%.6g,%.6g,%d,%d,%.2f\n", res.Step, res.Loss, res.Accuracy, res.LR, res.GradNorm, res.Pairs, res.Tokens, time.Since(trainStart).Seconds())
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("loss %.3f  acc %.2f  %5.0f tok/s", res.Loss, res.Accuracy, float64(tokens)/time.Since(trainStart).Seconds()))
+			bar.Set(res.Step)
+		}
+		if res.Step%50 == 0 {
+			if err := writeFileAtomic(curves, []byte(csv.String())); err != nil {
+				return err
+			}
+		}
+	}
+	trainTime := time.Since(trainStart)
+	if tr.Step == 0 {
+		fmt.Fprintf(stdout, "%v at step 0: nothing trained, nothing saved\n", stopErr)
+		return errFailed
+	}
+	if err := writeFileAtomic(curves, []byte(csv.String())); err != nil {
+		return err
+	}
+	dir := filepath.Join(o.out, "reranker")
+	if err := m.Save(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "trained %d steps in %.0f s (%.0f tokens/s); loss %.3f → %.3f, group accuracy %.2f → %.2f\n",
+		tr.Step, trainTime.Seconds(), float64(tokens)/trainTime.Seconds(), first.Loss, last.Loss, first.Accuracy, last.Accuracy)
+	if stopErr != nil {
+		fmt.Fprintf(stdout, "%v at step %d: the reranker so far is saved in %s\n", stopErr, tr.Step, dir)
+		return errFailed
+	}
+
+	// Validation: whole-corpus MRR@10 of each first stage and of its reranking.
+	t0 = time.Now()
+	env := &retrieverEnv{pairs: valPairs, model: dm, reranker: m, depth: o.depth}
+	queries := make([]string, len(valPairs))
+	env.codes = make([]string, len(valPairs))
+	for i, p := range valPairs {
+		queries[i], env.codes[i] = p.Query, p.Code
+	}
+	var parts []string
+	for _, name := range []string{"bm25", "dense", "hybrid", "hybrid+rerank"} {
+		r, _, err := retrieverSystems[name](env)
+		if err != nil {
+			return err
+		}
+		mt := retrieve.Evaluate(r, queries, len(env.codes), retrieve.EvalOptions{NoCSN: true})
+		parts = append(parts, fmt.Sprintf("%s %.4f", name, mt.MRR10))
+	}
+	fmt.Fprintf(stdout, "validation (%d pairs, depth %d): MRR@10 %s (%.0fs)\n", len(valPairs), o.depth, strings.Join(parts, ", "), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "reranker: %s; curves: %s; total %.0f s\n", dir, curves, time.Since(start).Seconds())
+	return nil
+}
