@@ -10,30 +10,34 @@ import (
 type (
 	listwise64     = retrieve.Listwise[float64]
 	listwiseActs64 = retrieve.ListwiseActs[float64]
+	pairPool64     = retrieve.PairPool[float64]
+	pairPoolActs64 = retrieve.PairPoolActs[float64]
 )
 
 // ListwiseImpl is the head of a cross-encoder reranker in float64, as
-// method expressions of package retrieve: mean pooling of the token
-// vectors of each (query, document) sequence, the linear score s = w·p and
-// the softmax cross-entropy of each query's group of candidates against its
-// positive.
+// method expressions of package retrieve: the pooling of each "query SEP
+// code" sequence into the product of its unit side means, the linear score
+// s = w·f and the softmax cross-entropy of each query's group of
+// candidates against its positive.
 type ListwiseImpl struct {
-	PoolForward  func(p meanPool64, out, x []float64, valid []bool, B, Tn int)
-	PoolBackward func(p meanPool64, dx, dout []float64, valid []bool, B, Tn int)
+	PoolForward  func(p pairPool64, a *pairPoolActs64, f, x []float64, nq []int, valid []bool, B, Tn int)
+	PoolBackward func(p pairPool64, dx, df []float64, a *pairPoolActs64, nq []int, valid []bool, B, Tn int)
 	Forward      func(l listwise64, a *listwiseActs64, p, w []float64, valid []bool) float64
 	Backward     func(l listwise64, dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *listwiseActs64)
 }
 
 // ListwiseReference is package retrieve's reranker head.
 var ListwiseReference = ListwiseImpl{
-	PoolForward: meanPool64.Forward, PoolBackward: meanPool64.Backward,
+	PoolForward: pairPool64.Forward, PoolBackward: pairPool64.Backward,
 	Forward: listwise64.Forward, Backward: listwise64.Backward,
 }
 
 // rerankCase is one training batch of a reranker: G groups of K candidate
-// sequences of T tokens (the positive first), width D.
+// sequences of T tokens (the positive first), width D. Sequence i holds
+// nq[i] query tokens, the separator, then code.
 type rerankCase struct {
 	G, K, T, D int
+	nq         []int  // (G·K) query lengths
 	tokens     []bool // (G·K, T) token validity, nil: no padding
 	cands      []bool // (G, K) candidate validity, nil: all valid
 	x, w       []float64
@@ -50,14 +54,19 @@ func (r rerankCase) name() string {
 }
 
 // newRerankCase draws token vectors and a head; pads gives trailing padding
-// tokens per sequence (cycling) and invalid the (g, k) candidates left out.
+// tokens per sequence (cycling; at least one code token is kept), queries
+// are 1 or 2 tokens (cycling), and invalid lists the (g, k) candidates left
+// out. T must be at least 4.
 func newRerankCase(G, K, T, D int, pads []int, seed uint64, invalid ...[2]int) rerankCase {
-	r := rerankCase{G: G, K: K, T: T, D: D, x: randn(seed, G*K*T*D, 1), w: randn(seed+1, D, 1)}
+	r := rerankCase{G: G, K: K, T: T, D: D, x: randn(seed, G*K*T*D, 1), w: randn(seed+1, D, 1), nq: make([]int, G*K)}
+	for b := range r.nq {
+		r.nq[b] = 1 + b%2
+	}
 	if len(pads) > 0 {
 		r.tokens = make([]bool, G*K*T)
 		for b := range G * K {
 			for t := range T {
-				r.tokens[b*T+t] = t < T-min(pads[b%len(pads)], T-1)
+				r.tokens[b*T+t] = t < T-min(pads[b%len(pads)], T-r.nq[b]-2)
 			}
 		}
 	}
@@ -79,32 +88,39 @@ type rerankOut struct {
 	ds     []float64 // ∂L/∂s (G, K)
 }
 
-func rerankForward(impl ListwiseImpl, r rerankCase) (float64, []float64, *listwiseActs64) {
-	n := r.G * r.K
-	l := listwise64{G: r.G, K: r.K, D: r.D}
-	p := make([]float64, n*r.D)
-	a := l.NewActs()
-	// pass 1: one vector per (query, candidate) sequence
-	impl.PoolForward(meanPool64{D: r.D}, p, r.x, r.tokens, n, r.T)
-	// pass 2: scores and the loss
-	return impl.Forward(l, a, p, r.w, r.cands), p, a
+// rerankState is what rerankForward saves for rerankBackward.
+type rerankState struct {
+	f    []float64
+	pool *pairPoolActs64
+	loss *listwiseActs64
 }
 
-func rerankBackward(impl ListwiseImpl, r rerankCase, p []float64, a *listwiseActs64, dloss float64, dx, dw []float64) {
+func rerankForward(impl ListwiseImpl, r rerankCase) (float64, *rerankState) {
 	n := r.G * r.K
 	l := listwise64{G: r.G, K: r.K, D: r.D}
-	dp := make([]float64, n*r.D)
-	impl.Backward(l, dp, dw, dloss, p, r.w, r.cands, a)
-	impl.PoolBackward(meanPool64{D: r.D}, dx, dp, r.tokens, n, r.T)
+	pool := pairPool64{D: r.D}
+	st := &rerankState{f: make([]float64, n*r.D), pool: pool.NewActs(n), loss: l.NewActs()}
+	// pass 1: one feature vector per (query, candidate) sequence
+	impl.PoolForward(pool, st.pool, st.f, r.x, r.nq, r.tokens, n, r.T)
+	// pass 2: scores and the loss
+	return impl.Forward(l, st.loss, st.f, r.w, r.cands), st
+}
+
+func rerankBackward(impl ListwiseImpl, r rerankCase, st *rerankState, dloss float64, dx, dw []float64) {
+	n := r.G * r.K
+	l := listwise64{G: r.G, K: r.K, D: r.D}
+	df := make([]float64, n*r.D)
+	impl.Backward(l, df, dw, dloss, st.f, r.w, r.cands, st.loss)
+	impl.PoolBackward(pairPool64{D: r.D}, dx, df, st.pool, r.nq, r.tokens, n, r.T)
 }
 
 func rerankRun(impl ListwiseImpl, r rerankCase) (o rerankOut, err error) {
 	err = protect(func() error {
-		loss, p, a := rerankForward(impl, r)
+		loss, st := rerankForward(impl, r)
 		o.loss = loss
 		o.dx, o.dw = make([]float64, len(r.x)), make([]float64, len(r.w))
-		rerankBackward(impl, r, p, a, 1, o.dx, o.dw)
-		o.ds = clone(a.DS)
+		rerankBackward(impl, r, st, 1, o.dx, o.dw)
+		o.ds = clone(st.loss.DS)
 		return nil
 	})
 	return o, err
@@ -116,11 +132,11 @@ func listwiseDiff(impl ListwiseImpl, r rerankCase) Diff {
 		Inputs: []gradcheck.Param{{Name: "x", X: r.x}, {Name: "w", X: r.w}},
 		Out:    1,
 		Forward: func(out []float64) {
-			out[0], _, _ = rerankForward(impl, r)
+			out[0], _ = rerankForward(impl, r)
 		},
 		Backward: func(g [][]float64, dout []float64) {
-			_, p, a := rerankForward(impl, r)
-			rerankBackward(impl, r, p, a, dout[0], g[0], g[1])
+			_, st := rerankForward(impl, r)
+			rerankBackward(impl, r, st, dout[0], g[0], g[1])
 		},
 	}
 }
@@ -131,16 +147,22 @@ func listwiseDiff(impl ListwiseImpl, r rerankCase) Diff {
 func Listwise() []Check[ListwiseImpl] {
 	small := func(impl ListwiseImpl) []Diff {
 		return []Diff{
-			listwiseDiff(impl, newRerankCase(2, 3, 3, 4, []int{0, 1, 2}, 1)),
-			listwiseDiff(impl, newRerankCase(3, 4, 2, 3, []int{1, 0}, 2, [2]int{0, 3}, [2]int{2, 1})),
-			listwiseDiff(impl, newRerankCase(1, 2, 4, 5, nil, 3)),
-			listwiseDiff(impl, newRerankCase(2, 1, 2, 3, []int{1}, 4)),
+			listwiseDiff(impl, newRerankCase(2, 3, 5, 4, []int{0, 1, 2}, 1)),
+			listwiseDiff(impl, newRerankCase(3, 4, 4, 3, []int{1, 0}, 2, [2]int{0, 3}, [2]int{2, 1})),
+			listwiseDiff(impl, newRerankCase(1, 2, 6, 5, nil, 3)),
+			listwiseDiff(impl, newRerankCase(2, 1, 4, 3, []int{1}, 4)),
 		}
 	}
 	big := func(impl ListwiseImpl) []Diff {
-		return []Diff{listwiseDiff(impl, newRerankCase(6, 8, 7, 16, []int{0, 3, 1, 5}, 5, [2]int{1, 7}, [2]int{4, 2}, [2]int{4, 3}))}
+		return []Diff{listwiseDiff(impl, newRerankCase(6, 8, 9, 16, []int{0, 3, 1, 5}, 5, [2]int{1, 7}, [2]int{4, 2}, [2]int{4, 3}))}
 	}
 	return append(gradientChecks("the reranker head (token vectors of each pair, w)", small, big),
+		Check[ListwiseImpl]{Name: "side-scale-invariance", Kind: Semantic, Run: listwiseSideScale,
+			Claim: "scaling the query side's or the code side's token vectors by c > 0 leaves every score unchanged: each side is normalised",
+			Limit: "a property of the forward"},
+		Check[ListwiseImpl]{Name: "separator-inert", Kind: Semantic, Run: listwiseSeparatorInert,
+			Claim: "the separator's and the padding's token vectors get exactly zero gradient, and changing them leaves the loss bit-identical: only the two sides are pooled",
+			Limit: "at the head; in the encoder the separator is read by attention"},
 		Check[ListwiseImpl]{Name: "uniform-scores", Kind: Semantic, Run: listwiseUniform,
 			Claim: "when every candidate of a group scores the same, the loss is the mean of log(valid candidates) per group: the positive counts in its denominator, invalid candidates do not",
 			Limit: "one point of the loss, where every softmax is uniform"},
@@ -157,7 +179,7 @@ func Listwise() []Check[ListwiseImpl] {
 }
 
 func listwiseUniform(impl ListwiseImpl) Result {
-	r := newRerankCase(4, 5, 3, 6, []int{0, 1}, 30, [2]int{0, 4}, [2]int{2, 1}, [2]int{2, 2}, [2]int{3, 4})
+	r := newRerankCase(4, 5, 5, 6, []int{0, 1}, 30, [2]int{0, 4}, [2]int{2, 1}, [2]int{2, 2}, [2]int{3, 4})
 	v := randn(31, r.D, 1)
 	for i := range r.x {
 		r.x[i] = v[i%r.D] // every token the same vector: every score equal
@@ -189,7 +211,7 @@ func listwiseUniform(impl ListwiseImpl) Result {
 }
 
 func listwiseDSSigns(impl ListwiseImpl) Result {
-	r := newRerankCase(5, 6, 2, 4, []int{0, 1}, 40, [2]int{1, 5}, [2]int{3, 2})
+	r := newRerankCase(5, 6, 4, 4, []int{0, 1}, 40, [2]int{1, 5}, [2]int{3, 2})
 	o, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
@@ -225,7 +247,7 @@ func listwiseDSSigns(impl ListwiseImpl) Result {
 }
 
 func listwiseInvalidInert(impl ListwiseImpl) Result {
-	r := newRerankCase(3, 4, 3, 5, []int{0, 1, 2}, 50, [2]int{0, 2}, [2]int{2, 3})
+	r := newRerankCase(3, 4, 5, 5, []int{0, 1, 2}, 50, [2]int{0, 2}, [2]int{2, 3})
 	base, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
@@ -268,7 +290,7 @@ func listwiseInvalidInert(impl ListwiseImpl) Result {
 }
 
 func listwiseUnordered(impl ListwiseImpl) Result {
-	r := newRerankCase(3, 5, 2, 4, []int{0, 1}, 60)
+	r := newRerankCase(3, 5, 4, 4, []int{0, 1}, 60)
 	base, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
@@ -284,11 +306,13 @@ func listwiseUnordered(impl ListwiseImpl) Result {
 	s := r
 	s.x = make([]float64, len(r.x))
 	s.tokens = make([]bool, len(r.tokens))
+	s.nq = make([]int, len(r.nq))
 	for g := range r.G {
 		for k := range r.K {
 			from, to := g*r.K+k, g*r.K+perm(k)
 			copy(s.x[to*seqLen:(to+1)*seqLen], r.x[from*seqLen:(from+1)*seqLen])
 			copy(s.tokens[to*r.T:(to+1)*r.T], r.tokens[from*r.T:(from+1)*r.T])
+			s.nq[to] = r.nq[from]
 		}
 	}
 	o, err := rerankRun(impl, s)
@@ -319,4 +343,83 @@ func listwiseUnordered(impl ListwiseImpl) Result {
 	res := pass("negatives of 3 groups reversed: loss unchanged and ∂L/∂s permuted alike, max error %.1e", worst)
 	res.Error = worst
 	return res
+}
+
+func listwiseSideScale(impl ListwiseImpl) Result {
+	r := newRerankCase(3, 4, 6, 5, []int{0, 1, 2}, 70, [2]int{1, 3})
+	base, err := rerankRun(impl, r)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	var worst float64
+	seqLen := r.T * r.D
+	for x, c := range []float64{1e-3, 0.5, 9, 1e4} {
+		for _, side := range []string{"query", "code"} {
+			s := r
+			s.x = clone(r.x)
+			for b := range r.G * r.K {
+				for t := range r.T {
+					if (side == "query") != (t < r.nq[b]) {
+						continue
+					}
+					for j := range r.D {
+						s.x[b*seqLen+t*r.D+j] *= c * float64(1+b%3)
+					}
+				}
+			}
+			o, err := rerankRun(impl, s)
+			if err != nil {
+				return errored(err, "%v")
+			}
+			d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
+			worst = max(worst, d)
+			if msg != "" {
+				res := fail("%s side scaled (factor %d): %s", side, x, msg)
+				res.Error = d
+				return res
+			}
+		}
+	}
+	res := pass("query or code side scaled by factors around 1e-3, 0.5, 9, 1e4: loss unchanged, max error %.1e", worst)
+	res.Error = worst
+	return res
+}
+
+func listwiseSeparatorInert(impl ListwiseImpl) Result {
+	r := newRerankCase(3, 4, 6, 5, []int{0, 1, 2}, 80)
+	base, err := rerankRun(impl, r)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	seqLen := r.T * r.D
+	pooled := func(b, t int) bool {
+		return t < r.nq[b] || t > r.nq[b] && r.tokens[b*r.T+t]
+	}
+	s := r
+	s.x = clone(r.x)
+	noise := randn(81, len(r.x), 3)
+	changed := 0
+	for b := range r.G * r.K {
+		for t := range r.T {
+			if pooled(b, t) {
+				continue
+			}
+			changed++
+			for j := range r.D {
+				i := b*seqLen + t*r.D + j
+				s.x[i] += noise[i]
+				if base.dx[i] != 0 {
+					return fail("sequence %d, token %d (separator or padding): dx = %.3g, want exactly 0", b, t, base.dx[i])
+				}
+			}
+		}
+	}
+	o, err := rerankRun(impl, s)
+	if err != nil {
+		return errored(err, "%v")
+	}
+	if o.loss != base.loss {
+		return fail("loss %.17g after changing the separators and padding, %.17g before", o.loss, base.loss)
+	}
+	return pass("%d separator and padding tokens: dx exactly 0, and redrawing them leaves the loss bit-identical", changed)
 }

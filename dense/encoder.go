@@ -20,6 +20,12 @@ import (
 type Encoder[T nn.Float] struct {
 	Model  *model.Model[T]
 	Params *model.Params[T]
+
+	// Isolated is the number of blocks, from the first, in which the parts
+	// of a sequence (ForwardSegments) do not attend to each other: each is
+	// encoded as if alone, and only the blocks above compare them (the
+	// split of a modular cross-encoder). It has no effect on Forward.
+	Isolated int
 }
 
 // Acts holds one batch of B sequences padded on the right to T tokens, and
@@ -29,12 +35,15 @@ type Acts[T nn.Float] struct {
 	Tokens []int  // (B, T), 0 at padding
 	Valid  []bool // (B, T)
 	Pos    []int  // (B, T): 0, 1, … along each sequence
+	Seg    []int  // (B, T): the part of each token (ForwardSegments), 0 otherwise
 	X      [][]T  // X[l] is the input of block l (B·T, D); X[L] the final norm's input
 	Blocks []*model.BlockActs[T]
 	Out    []T // the token vectors: RMSNorm(X[L]) (B·T, D)
 	Rstd   []T // (B·T)
 
 	attn    *attention.Config
+	sides   *attention.Config // attn with the parts of a sequence kept apart
+	paired  bool              // whether the last forward was ForwardSegments
 	dx, dxf []T
 }
 
@@ -42,7 +51,7 @@ type Acts[T nn.Float] struct {
 func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
 	c := e.Model.Config
 	n, D := B*Tn, c.HiddenSize
-	a := &Acts[T]{B: B, T: Tn, Tokens: make([]int, n), Valid: make([]bool, n), Pos: make([]int, n),
+	a := &Acts[T]{B: B, T: Tn, Tokens: make([]int, n), Valid: make([]bool, n), Pos: make([]int, n), Seg: make([]int, n),
 		Out: make([]T, n*D), Rstd: make([]T, n), dx: make([]T, n*D), dxf: make([]T, n*D)}
 	for range c.NumHiddenLayers + 1 {
 		a.X = append(a.X, make([]T, n*D))
@@ -54,7 +63,19 @@ func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
 		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
 		Causal: false, QPos: a.Pos, KPos: a.Pos, QValid: a.Valid, KValid: a.Valid,
 	}
+	sides := *a.attn
+	sides.QSeg, sides.KSeg = a.Seg, a.Seg
+	a.sides = &sides
 	return a
+}
+
+// config returns the attention of block l: within each part in the
+// isolated blocks of a ForwardSegments, over the whole sequence otherwise.
+func (e *Encoder[T]) config(a *Acts[T], l int) *attention.Config {
+	if a.paired && l < e.Isolated {
+		return a.sides
+	}
+	return a.attn
 }
 
 // Forward encodes seqs (len(seqs) = a.B, each of 1..a.T ids) into a.Out.
@@ -64,6 +85,27 @@ func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
 // It returns an error for an empty or too long sequence, an id outside the
 // vocabulary, or a position beyond max_position_embeddings.
 func (e *Encoder[T]) Forward(a *Acts[T], seqs [][]int) error {
+	return e.forward(a, seqs, nil)
+}
+
+// ForwardSegments is Forward for sequences made of parts, such as a query,
+// a separator and a code document: segs[b][t] is the part of token t of
+// sequence b. In the first Isolated blocks a token attends only to tokens
+// of its own part; since RoPE makes attention depend only on position
+// differences, a part's vectors there are those it would have alone.
+func (e *Encoder[T]) ForwardSegments(a *Acts[T], seqs, segs [][]int) error {
+	if len(segs) != len(seqs) {
+		return fmt.Errorf("dense: segments for %d sequences, want %d", len(segs), len(seqs))
+	}
+	for b, s := range segs {
+		if len(s) != len(seqs[b]) {
+			return fmt.Errorf("dense: sequence %d: %d segment ids for %d tokens", b, len(s), len(seqs[b]))
+		}
+	}
+	return e.forward(a, seqs, segs)
+}
+
+func (e *Encoder[T]) forward(a *Acts[T], seqs, segs [][]int) error {
 	c := e.Model.Config
 	if len(seqs) != a.B {
 		return fmt.Errorf("dense: %d sequences for activations of %d", len(seqs), a.B)
@@ -78,6 +120,10 @@ func (e *Encoder[T]) Forward(a *Acts[T], seqs [][]int) error {
 		for t := range a.T {
 			i := b*a.T + t
 			a.Pos[i] = t
+			a.Seg[i] = 0
+			if segs != nil && t < len(s) {
+				a.Seg[i] = segs[b][t]
+			}
 			a.Valid[i] = t < len(s)
 			a.Tokens[i] = 0
 			if t < len(s) {
@@ -88,10 +134,11 @@ func (e *Encoder[T]) Forward(a *Acts[T], seqs [][]int) error {
 			}
 		}
 	}
+	a.paired = segs != nil
 	n, D := a.B*a.T, c.HiddenSize
 	nn.Embedding[T]{V: c.VocabSize, D: D}.Forward(a.X[0], a.Tokens, e.Params.Embed)
 	for l := range e.Params.Layers {
-		if err := e.Model.Block.Forward(a.X[l+1], a.Blocks[l], a.X[l], &e.Params.Layers[l], a.attn); err != nil {
+		if err := e.Model.Block.Forward(a.X[l+1], a.Blocks[l], a.X[l], &e.Params.Layers[l], e.config(a, l)); err != nil {
 			return err
 		}
 	}
@@ -113,7 +160,7 @@ func (e *Encoder[T]) Backward(g *model.Params[T], a *Acts[T], dOut []T) {
 	for l := len(e.Params.Layers) - 1; l >= 0; l-- {
 		// forward was: X[l+1] = Block(X[l]); a.dx holds ∂L/∂X[l+1]
 		clear(a.dxf)
-		e.Model.Block.Backward(a.dxf, &g.Layers[l], a.dx, a.X[l], &e.Params.Layers[l], a.Blocks[l], a.attn)
+		e.Model.Block.Backward(a.dxf, &g.Layers[l], a.dx, a.X[l], &e.Params.Layers[l], a.Blocks[l], e.config(a, l))
 		a.dx, a.dxf = a.dxf, a.dx
 	}
 	// forward was: X[0] = Embed[tokens]; padding rows carry no gradient

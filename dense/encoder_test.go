@@ -186,3 +186,47 @@ func TestTrainerLearns(t *testing.T) {
 		t.Errorf("loss %.3f over the first 10 steps, %.3f over the last 10: want it halved", first, last)
 	}
 }
+
+// TestSegmentsEncodeApart: in the isolated blocks each part of a sequence
+// is encoded as if alone (RoPE sees only position differences), so with
+// every block isolated the parts' token vectors are those of separate
+// passes; with one block shared they are not.
+func TestSegmentsEncodeApart(t *testing.T) {
+	e := tinyEncoder[float64](t, 7)
+	D := e.Model.Config.HiddenSize
+	query, code := []int{3, 1, 4}, []int{1, 5, 9, 2, 6}
+	seq := append(append(append([]int{}, query...), 22), code...)
+	segs := []int{0, 0, 0, 2, 1, 1, 1, 1, 1}
+	alone := func(s []int) []float64 {
+		a := e.NewActs(1, 16)
+		if err := e.Forward(a, [][]int{s}); err != nil {
+			t.Fatal(err)
+		}
+		return a.Out[:len(s)*D]
+	}
+	wantQ, wantC := alone(query), alone(code)
+	diff := func(isolated int) float64 {
+		e.Isolated = isolated
+		a := e.NewActs(1, 16)
+		if err := e.ForwardSegments(a, [][]int{seq}, [][]int{segs}); err != nil {
+			t.Fatal(err)
+		}
+		var worst float64
+		for i, v := range wantQ {
+			worst = max(worst, math.Abs(a.Out[i]-v))
+		}
+		for i, v := range wantC {
+			worst = max(worst, math.Abs(a.Out[(len(query)+1)*D+i]-v))
+		}
+		return worst
+	}
+	if d := diff(2); d > 1e-12 {
+		t.Errorf("every block isolated: parts differ from separate passes by %.3g", d)
+	}
+	if d := diff(1); d < 1e-6 {
+		t.Errorf("one block shared: parts equal separate passes (max difference %.3g): the parts never met", d)
+	}
+	if err := e.ForwardSegments(e.NewActs(1, 16), [][]int{seq}, [][]int{segs[:4]}); err == nil {
+		t.Error("segments shorter than the sequence: no error")
+	}
+}

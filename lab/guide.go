@@ -228,16 +228,19 @@ var opGuides = map[string]OpGuide{
 		Notes: []string{"Skipping the normalisation in the backward, flipping the temperature's sign, dropping the positive from its denominator or masking it: the faults of this head."},
 	},
 	"listwise": {
-		What: "The head of a cross-encoder reranker: one sequence per (query, candidate) pair, mean pooling, a linear score, and the softmax cross-entropy of each query's group of candidates (the positive first, then hard negatives).",
+		What: "The head of a cross-encoder reranker: one sequence \"query SEP code\" per (query, candidate) pair, pooled into the product of its two unit side means, a linear score, and the softmax cross-entropy of each query's group of candidates (the positive first, then hard negatives).",
 		Forward: []Step{
-			{Eq: "p = Σ_t valid_t x_t / Σ_t valid_t;  s = w · p", Shape: "x [G·K,T,D] → p [G·K,D] → s [G,K]", Why: "one relevance number per pair"},
+			{Eq: "q = mean of the query's token vectors, c = mean of the code's;  u = q/‖q‖, v = c/‖c‖", Shape: "x [G·K,T,D] → u, v [G·K,D]",
+				Why: "each side in one unit vector; the separator and padding are not pooled"},
+			{Eq: "f = u ⊙ v;  s = w · f", Shape: "f [G·K,D] → s [G,K]", Why: "a weighted cosine of the two sides: with w = 1/τ, a dual encoder's score"},
 			{Eq: "L_g = −log exp(s[g,0]) / Σ_{k valid} exp(s[g,k]);  L = mean_g L_g", Shape: "scalar",
 				Why: "each query's positive must outscore the hard negatives the first stage ranked high; padding candidates of short groups leave the denominator"},
 		},
 		Backward: []Step{
 			{Eq: "ds = (softmax_group(s) − onehot(0)) / G, zero where invalid", Shape: "[G,K]", Why: "each group's ds sums to zero: a bias on s would get no gradient, so the head has none"},
-			{Eq: "dp = ds ⊗ w;  dw = Σ ds · p", Shape: "[G·K,D]; [D]", Why: "s is linear in both p and w"},
-			{Eq: "dx_t = valid_t dp / Σ valid", Shape: "[G·K,T,D]", Why: "the mean spreads the gradient over the pair's real tokens; the encoder takes it from there"},
+			{Eq: "df = ds ⊗ w;  dw = Σ ds · f", Shape: "[G·K,D]; [D]", Why: "s is linear in both f and w"},
+			{Eq: "du = df ⊙ v,  dv = df ⊙ u;  dq = (du − u(u·du))/‖q‖,  dc = (dv − v(v·dv))/‖c‖", Shape: "[G·K,D]", Why: "the product rule, then each normalisation's projection"},
+			{Eq: "dx_t = dq/n_q on query tokens, dc/n_c on code tokens, 0 elsewhere", Shape: "[G·K,T,D]", Why: "each mean spreads its gradient over its side; the encoder takes it from there"},
 		},
 		Notes: []string{"Dropping the positive from its denominator, counting padding candidates, taking the wrong candidate as the positive: each is consistent with its backward and invisible to finite differences; the semantic checks catch them."},
 	},
@@ -401,6 +404,18 @@ var checkGuides = map[string]CheckGuide{
 		Shapes: "mask [B,B+K]",
 		Proves: "the mask builder's rule",
 		Cannot: "whether the caller's keys identify duplicates correctly",
+	},
+	"listwise/side-scale-invariance": {
+		Tests:  "scaling the token vectors of either side by c > 0 (1e-3 to 1e4) leaves the loss unchanged",
+		Shapes: "x [G·K,T,D]",
+		Proves: "each side is normalised in the forward",
+		Cannot: "anything about the backward",
+	},
+	"listwise/separator-inert": {
+		Tests:  "the separator's and padding's token vectors get exactly zero gradient, and redrawing them leaves the loss bit-identical",
+		Shapes: "x [G·K,T,D]",
+		Proves: "only the query and code tokens are pooled, in the forward and the backward",
+		Cannot: "what the encoder does with the separator: attention reads it",
 	},
 	"listwise/uniform-scores": {
 		Tests:  "with every pair's tokens equal, so every score is equal, each group's loss is log(number of valid candidates)",

@@ -180,7 +180,7 @@ func Suites() []Runner {
 		Suite[checks.DecoderImpl]{Op: "decoder", Impl: "model.Model: training pass and KV-cache decoding, float64",
 			Reference: checks.DecoderReference, Checks: checks.Decoder(), Faults: faults.Decoder()},
 		Suite[checks.InfoNCEImpl]{Op: "infonce", Impl: "retrieve.MeanPool, L2Norm, InfoNCE: the contrastive head of a dual encoder, float64", Reference: checks.InfoNCEReference, Checks: checks.InfoNCE(), Faults: faults.InfoNCE()},
-		Suite[checks.ListwiseImpl]{Op: "listwise", Impl: "retrieve.MeanPool and Listwise: the scoring head and listwise loss of a cross-encoder reranker, float64",
+		Suite[checks.ListwiseImpl]{Op: "listwise", Impl: "retrieve.PairPool and Listwise: the pooling, scoring head and listwise loss of a cross-encoder reranker, float64",
 			Reference: checks.ListwiseReference, Checks: checks.Listwise(), Faults: faults.Listwise()},
 	}
 }

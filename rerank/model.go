@@ -26,21 +26,26 @@ const (
 	headTensor = "score.weight"
 )
 
+// PairProduct names the pooling of retrieve.PairPool in the settings.
+const PairProduct = "pair-product"
+
 // Settings are what a checkpoint records beyond the transformer and the
 // score head.
 type Settings struct {
 	Text      string `json:"text"` // dense.TextRaw or dense.TextTerms
 	MaxQuery  int    `json:"max_query_tokens"`
 	MaxCode   int    `json:"max_code_tokens"`
-	Separator string `json:"separator"` // the special token between query and code
-	Pooling   string `json:"pooling"`   // "mean" over real tokens
-	Causal    bool   `json:"causal"`    // false: bidirectional attention
+	Separator string `json:"separator"`       // the special token between query and code
+	Pooling   string `json:"pooling"`         // "pair-product": retrieve.PairPool
+	Causal    bool   `json:"causal"`          // false: bidirectional attention
+	Isolated  int    `json:"isolated_layers"` // blocks in which query and code do not attend to each other
 }
 
 // Model is a cross-encoder: the sequence "query SEP code" goes through a
 // transformer encoder (dense.Encoder: bidirectional attention), its token
-// vectors are averaged, and the score head turns the average into one
-// number, the pair's relevance. Score is safe for concurrent use.
+// vectors are pooled into the product of the query side's and the code
+// side's means (retrieve.PairPool), and the score head w turns that into
+// one number, the pair's relevance. Score is safe for concurrent use.
 type Model struct {
 	Enc      *dense.Encoder[float32]
 	W        []float32 // the score head (D)
@@ -80,6 +85,19 @@ func (m *Model) Pair(query, code []int) []int {
 	return append(s, code...)
 }
 
+// segments returns the parts of a pair sequence of n tokens whose query has
+// nq: 0 for the query, 2 for the separator, 1 for the code. In the isolated
+// blocks each part is encoded alone, the query and code as the dual
+// encoder encoded them.
+func (m *Model) segments(nq, n int) []int {
+	s := make([]int, n)
+	s[nq] = 2
+	for t := nq + 1; t < n; t++ {
+		s[t] = 1
+	}
+	return s
+}
+
 func (m *Model) acts(Tn int) (*dense.Acts[float32], *sync.Pool) {
 	p, _ := m.pools.LoadOrStore(Tn, &sync.Pool{})
 	pool := p.(*sync.Pool)
@@ -89,49 +107,78 @@ func (m *Model) acts(Tn int) (*dense.Acts[float32], *sync.Pool) {
 	return m.Enc.NewActs(1, Tn), pool
 }
 
-// ScoreTokens returns the relevance of one pair sequence (see Pair).
-func (m *Model) ScoreTokens(seq []int) (float32, error) {
+// ScoreTokens returns the relevance of a code document to a query, both
+// already tokenised and truncated.
+func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 	D := m.Dim()
+	seq := m.Pair(query, code)
 	a, pool := m.acts(bucket(len(seq)))
 	defer pool.Put(a)
-	if err := m.Enc.Forward(a, [][]int{seq}); err != nil {
+	if err := m.Enc.ForwardSegments(a, [][]int{seq}, [][]int{m.segments(len(query), len(seq))}); err != nil {
 		return 0, err
 	}
-	p := make([]float32, D)
-	retrieve.MeanPool[float32]{D: D}.Forward(p, a.Out, a.Valid, 1, a.T)
+	pp := retrieve.PairPool[float32]{D: D}
+	f := make([]float32, D)
+	pp.Forward(pp.NewActs(1), f, a.Out, []int{len(query)}, a.Valid, 1, a.T)
 	s := []float32{0}
-	retrieve.Listwise[float32]{G: 1, K: 1, D: D}.Score(s, p, m.W, 1)
+	retrieve.Listwise[float32]{G: 1, K: 1, D: D}.Score(s, f, m.W, 1)
 	return s[0], nil
 }
 
 // Score returns the relevance of code to query.
 func (m *Model) Score(query, code string) float32 {
-	s, err := m.ScoreTokens(m.Pair(m.Tokens(query, m.Settings.MaxQuery), m.Tokens(code, m.Settings.MaxCode)))
+	s, err := m.ScoreTokens(m.Tokens(query, m.Settings.MaxQuery), m.Tokens(code, m.Settings.MaxCode))
 	if err != nil {
 		panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
 	}
 	return s
 }
 
-// FromDense returns a reranker whose encoder starts from the weights of a
-// trained dual encoder (the same architecture, tokenizer and text
-// preparation; the position limit raised to hold a pair) and whose score
-// head is zero. The dual encoder already maps a query and its code to
-// nearby vectors; the cross-encoder learns to compare them token by token.
-func FromDense(d *dense.Model, maxQuery, maxCode int) (*Model, error) {
-	cfg := d.Enc.Model.Config
+// FromDense returns a reranker built on a trained dual encoder: its blocks,
+// in which the query and the code are encoded apart (as the dual encoder
+// did), then cross new blocks, initialised with standard deviation std
+// from seed, in which they attend to each other (a modular cross-encoder:
+// representation blocks, then interaction blocks). The tokenizer and text
+// preparation are the dual encoder's; the position limit is raised to hold
+// a pair. The score head is 1/τ of the dual encoder in every element, so
+// that before training, up to the new blocks' small perturbation, the
+// score is the dual encoder's: the cosine of the query side's and the code
+// side's mean token vectors over τ (retrieve.PairPool). With cross = 0
+// query and code attend to each other in every block from the start.
+func FromDense(d *dense.Model, maxQuery, maxCode, cross int, std float64, seed uint64) (*Model, error) {
+	if cross < 0 {
+		return nil, fmt.Errorf("rerank: %d cross blocks", cross)
+	}
+	src := d.Enc.Model.Config
+	cfg := src
+	cfg.NumHiddenLayers += cross
 	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, bucket(maxQuery+1+maxCode))
 	mod, err := model.New[float32](cfg)
 	if err != nil {
 		return nil, err
 	}
 	p := mod.NewParams()
-	src, dst := d.Enc.Model.Tensors(d.Enc.Params), mod.Tensors(p)
-	for i := range src {
-		copy(dst[i].Data, src[i].Data)
+	mod.Init(p, std, seed)
+	// the dual encoder's tensors by name; the final norm moves above the new blocks
+	have := map[string][]float32{}
+	for _, t := range d.Enc.Model.Tensors(d.Enc.Params) {
+		have[t.Name] = t.Data
 	}
-	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: "mean"}
-	return newModel(&dense.Encoder[float32]{Model: mod, Params: p}, make([]float32, cfg.HiddenSize), d.Tok, s)
+	for _, t := range mod.Tensors(p) {
+		if v, ok := have[t.Name]; ok {
+			copy(t.Data, v)
+		}
+	}
+	isolated := src.NumHiddenLayers
+	if cross == 0 {
+		isolated = 0
+	}
+	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: PairProduct, Isolated: isolated}
+	w := make([]float32, cfg.HiddenSize)
+	for i := range w {
+		w[i] = float32(1 / d.Settings.Tau)
+	}
+	return newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: isolated}, w, d.Tok, s)
 }
 
 func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer, s Settings) (*Model, error) {
@@ -147,8 +194,10 @@ func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer
 			s.MaxQuery, s.MaxCode, c.MaxPositionEmbeddings)
 	case s.Text != dense.TextRaw && s.Text != dense.TextTerms:
 		return nil, fmt.Errorf("rerank: text %q, want %q or %q", s.Text, dense.TextRaw, dense.TextTerms)
-	case s.Pooling != "mean" || s.Causal:
-		return nil, fmt.Errorf("rerank: pooling %q, causal %v: only mean pooling with bidirectional attention is implemented", s.Pooling, s.Causal)
+	case s.Pooling != PairProduct || s.Causal:
+		return nil, fmt.Errorf("rerank: pooling %q, causal %v: only %q pooling with bidirectional attention is implemented", s.Pooling, s.Causal, PairProduct)
+	case s.Isolated < 0 || s.Isolated > c.NumHiddenLayers:
+		return nil, fmt.Errorf("rerank: isolated_layers %d, want 0..%d", s.Isolated, c.NumHiddenLayers)
 	case len(w) != c.HiddenSize:
 		return nil, fmt.Errorf("rerank: score head of %d values, want hidden_size = %d", len(w), c.HiddenSize)
 	}
@@ -207,7 +256,7 @@ func Load(dir string) (*Model, error) {
 	if !slices.Equal(shape, []int{mod.Config.HiddenSize}) {
 		return nil, fmt.Errorf("rerank: %s: %s has shape %v, want [%d]", filepath.Join(dir, HeadFile), headTensor, shape, mod.Config.HiddenSize)
 	}
-	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p}, w, tok, s)
+	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: s.Isolated}, w, tok, s)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}

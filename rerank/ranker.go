@@ -51,7 +51,7 @@ func (r *Ranker) scores(query string, docs []int) []float64 {
 		if !ok {
 			c, _ = r.codes.LoadOrStore(d, r.Model.Tokens(r.Codes[d], r.Model.Settings.MaxCode))
 		}
-		s, err := r.Model.ScoreTokens(r.Model.Pair(q, c.([]int)))
+		s, err := r.Model.ScoreTokens(q, c.([]int))
 		if err != nil {
 			panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func tinyDense(t testing.TB, ps []retrieve.Pair) *dense.Model {
 
 func tinyReranker(t testing.TB, ps []retrieve.Pair) *Model {
 	t.Helper()
-	r, err := FromDense(tinyDense(t, ps), 12, 24)
+	r, err := FromDense(tinyDense(t, ps), 12, 24, 1, 0.1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,34 +77,45 @@ func options(G, K int, steps int) Options {
 }
 
 // crossLoss is the reranker's training loss in float64, written out: each
-// pair sequence encoded alone at padded length Tn and mean-pooled, then the
+// pair sequence encoded alone at padded length Tn and pooled (PairPool, the
+// query ending at the first sep), then the
 // listwise loss of each group (the positive first; nil sequences are
 // invalid candidates), averaged over groups. It returns the loss and a
 // function that runs the backward into g and dw.
-func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, Tn int) (float64, func(g *model.Params[float64], dw []float64)) {
+func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, sep, Tn int) (float64, func(g *model.Params[float64], dw []float64)) {
 	D := e.Model.Config.HiddenSize
 	G, K := len(groups), len(groups[0])
 	head := retrieve.Listwise[float64]{G: 1, K: K, D: D}
+	pool := retrieve.PairPool[float64]{D: D}
 	type group struct {
 		p     []float64
 		valid []bool
+		nq    [][]int
 		acts  []*dense.Acts[float64]
+		pa    []*retrieve.PairPoolActs[float64]
 		la    *retrieve.ListwiseActs[float64]
 	}
 	var gs []group
 	var loss float64
 	for _, seqs := range groups {
-		gr := group{p: make([]float64, K*D), valid: make([]bool, K), acts: make([]*dense.Acts[float64], K), la: head.NewActs()}
+		gr := group{p: make([]float64, K*D), valid: make([]bool, K), nq: make([][]int, K), acts: make([]*dense.Acts[float64], K),
+			pa: make([]*retrieve.PairPoolActs[float64], K), la: head.NewActs()}
 		for k, s := range seqs {
 			if s == nil {
 				continue
 			}
 			gr.valid[k] = true
 			gr.acts[k] = e.NewActs(1, Tn)
-			if err := e.Forward(gr.acts[k], [][]int{s}); err != nil {
+			gr.nq[k] = []int{slices.Index(s, sep)}
+			segs := make([]int, len(s))
+			for t := gr.nq[k][0]; t < len(s); t++ {
+				segs[t] = min(t-gr.nq[k][0], 1) + 1 // the separator 1, the code 2
+			}
+			if err := e.ForwardSegments(gr.acts[k], [][]int{s}, [][]int{segs}); err != nil {
 				panic(err)
 			}
-			retrieve.MeanPool[float64]{D: D}.Forward(gr.p[k*D:(k+1)*D], gr.acts[k].Out, gr.acts[k].Valid, 1, Tn)
+			gr.pa[k] = pool.NewActs(1)
+			pool.Forward(gr.pa[k], gr.p[k*D:(k+1)*D], gr.acts[k].Out, gr.nq[k], gr.acts[k].Valid, 1, Tn)
 		}
 		loss += head.Forward(gr.la, gr.p, w, gr.valid)
 		gs = append(gs, gr)
@@ -117,7 +129,7 @@ func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, Tn int)
 					continue
 				}
 				dOut := make([]float64, len(a.Out))
-				retrieve.MeanPool[float64]{D: D}.Backward(dOut, dp[k*D:(k+1)*D], a.Valid, 1, Tn)
+				pool.Backward(dOut, dp[k*D:(k+1)*D], gr.pa[k], gr.nq[k], a.Valid, 1, Tn)
 				e.Backward(g, a, dOut)
 			}
 		}
@@ -144,14 +156,15 @@ func encoder64(t *testing.T, seed uint64) *dense.Encoder[float64] {
 // with respect to every weight and the head, in float64.
 func TestCrossEncoderGrad(t *testing.T) {
 	e := encoder64(t, 3)
+	e.Isolated = 1 // block 0 encodes the sides apart, block 1 compares them
 	w := []float64{0.3, -0.2, 0.5, 0.1, -0.4, 0.2, 0.6, -0.1}
 	const sep = 22
 	groups := [][][]int{
 		{{1, 2, sep, 3, 4, 5}, {1, 2, sep, 6, 7}, {1, 2, sep, 8, 9, 10, 11}},
 		{{12, sep, 13, 14}, {12, sep, 15, 16, 17, 18, 19}, nil},
 	}
-	loss := func() float64 { l, _ := crossLoss(e, w, groups, 8); return l }
-	_, back := crossLoss(e, w, groups, 8)
+	loss := func() float64 { l, _ := crossLoss(e, w, groups, sep, 8); return l }
+	_, back := crossLoss(e, w, groups, sep, 8)
 	g, dw := e.Model.NewParams(), make([]float64, len(w))
 	back(g, dw)
 	params := []gradcheck.Param{{Name: "score.weight", X: w, Grad: dw}}
@@ -222,7 +235,7 @@ func TestTrainerGradient(t *testing.T) {
 		}
 		groups = append(groups, seqs)
 	}
-	want, back := crossLoss(&dense.Encoder[float64]{Model: m64, Params: p64}, w64, groups, Tn)
+	want, back := crossLoss(&dense.Encoder[float64]{Model: m64, Params: p64, Isolated: m.Enc.Isolated}, w64, groups, m.sep, Tn)
 	g64, dw64 := m64.NewParams(), make([]float64, len(w64))
 	back(g64, dw64)
 
@@ -318,7 +331,7 @@ func TestSaveLoad(t *testing.T) {
 		t.Errorf("loading a dual encoder: %v", err)
 	}
 	// a head of the wrong width
-	os.WriteFile(filepath.Join(dir, SettingsFile), []byte(`{"text":"terms","max_query_tokens":12,"max_code_tokens":24,"separator":"<|nope|>","pooling":"mean"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, SettingsFile), []byte(`{"text":"terms","max_query_tokens":12,"max_code_tokens":24,"separator":"<|nope|>","pooling":"pair-product"}`), 0o644)
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "<|nope|>") {
 		t.Errorf("unknown separator: %v", err)
 	}

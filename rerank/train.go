@@ -168,7 +168,11 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	G := len(idx)
 	head := retrieve.Listwise[float32]{G: 1, K: K, D: D}
 	la := head.NewActs()
-	pool := retrieve.MeanPool[float32]{D: D}
+	pool := retrieve.PairPool[float32]{D: D}
+	pa := make([]*retrieve.PairPoolActs[float32], K)
+	for k := range pa {
+		pa[k] = pool.NewActs(1)
+	}
 	p, dp := make([]float32, K*D), make([]float32, K*D)
 	valid := make([]bool, K)
 	acts := make([]*dense.Acts[float32], K)
@@ -186,6 +190,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		}
 		// pass 1: encode and pool each pair of the group
 		clear(p)
+		nq := []int{len(t.Data.Queries[i])}
 		for k := range K {
 			valid[k] = k < len(cands)
 			acts[k] = nil
@@ -195,10 +200,10 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 			seq := m.Pair(t.Data.Queries[i], t.Data.Codes[cands[k]])
 			Tn := bucket(len(seq))
 			a := t.take(Tn)
-			if err := m.Enc.Forward(a, [][]int{seq}); err != nil {
+			if err := m.Enc.ForwardSegments(a, [][]int{seq}, [][]int{m.segments(nq[0], len(seq))}); err != nil {
 				return StepResult{}, err
 			}
-			pool.Forward(p[k*D:(k+1)*D], a.Out, a.Valid, 1, Tn)
+			pool.Forward(pa[k], p[k*D:(k+1)*D], a.Out, nq, a.Valid, 1, Tn)
 			acts[k] = a
 			res.Pairs++
 			res.Tokens += len(seq)
@@ -224,7 +229,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 				continue
 			}
 			dOut := make([]float32, len(a.Out))
-			pool.Backward(dOut, dp[k*D:(k+1)*D], a.Valid, 1, a.T)
+			pool.Backward(dOut, dp[k*D:(k+1)*D], pa[k], nq, a.Valid, 1, a.T)
 			m.Enc.Backward(t.grads, a, dOut)
 			t.spare[a.T] = append(t.spare[a.T], a) // free for the next group
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,9 @@ type retrieverRerankOpts struct {
 	maxQuery, maxCode   int
 	groups, candidates  int
 	bm25Negs, denseNegs int
+	randomNegs          int
+	cross               int
+	std                 float64
 	mineDepth           int
 	mineMargin          float64
 	steps, warmup       int
@@ -41,10 +45,13 @@ func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
 	fs.StringVar(&o.model, "model", "", "the trained dual encoder the reranker starts from and mines negatives with (default OUT/model)")
 	fs.IntVar(&o.maxQuery, "max-query", 32, "query tokens kept")
 	fs.IntVar(&o.maxCode, "max-code", 128, "code tokens kept")
+	fs.IntVar(&o.cross, "cross-layers", 1, "new blocks above the dual encoder's, where query and code attend to each other (0: they do in every block)")
+	fs.Float64Var(&o.std, "init-std", 0.02, "standard deviation of the new blocks' initial weights")
 	fs.IntVar(&o.groups, "groups", 8, "queries per step")
 	fs.IntVar(&o.candidates, "candidates", 8, "sequences per query and step: the positive and candidates−1 hard negatives")
 	fs.IntVar(&o.bm25Negs, "bm25-negatives", 8, "hard negatives mined per query from BM25")
 	fs.IntVar(&o.denseNegs, "dense-negatives", 8, "hard negatives mined per query from the dual encoder")
+	fs.IntVar(&o.randomNegs, "random-negatives", 0, "negatives drawn uniformly from the training code per query, added to the mined ones")
 	fs.IntVar(&o.mineDepth, "mine-depth", 30, "results of each first stage examined per query when mining")
 	fs.Float64Var(&o.mineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")
 	fs.IntVar(&o.steps, "steps", 500, "optimiser steps")
@@ -83,8 +90,8 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 		return usageError{"-steps, -groups and -depth must be positive, -candidates at least 2, -warmup at least 0"}
 	case o.maxQuery < 1 || o.maxCode < 1:
 		return usageError{"-max-query and -max-code must be positive"}
-	case o.bm25Negs < 0 || o.denseNegs < 0 || o.bm25Negs+o.denseNegs == 0 || o.mineDepth < 1:
-		return usageError{"-bm25-negatives and -dense-negatives must be at least 0 and not both 0; -mine-depth positive"}
+	case o.bm25Negs < 0 || o.denseNegs < 0 || o.randomNegs < 0 || o.bm25Negs+o.denseNegs+o.randomNegs == 0 || o.mineDepth < 1:
+		return usageError{"-bm25-negatives, -dense-negatives and -random-negatives must be at least 0 and not all 0; -mine-depth positive"}
 	}
 	if o.model == "" {
 		o.model = filepath.Join(o.out, "model")
@@ -105,7 +112,7 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	m, err := rerank.FromDense(dm, o.maxQuery, o.maxCode)
+	m, err := rerank.FromDense(dm, o.maxQuery, o.maxCode, o.cross, o.std, o.seed)
 	if err != nil {
 		return err
 	}
@@ -135,7 +142,19 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 		fmt.Fprintf(stdout, "dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)\n",
 			kept, len(trainPairs), o.mineDepth, o.model, time.Since(t0).Seconds())
 	}
-	negs := rerank.Merge(bm, dn)
+	var rnd [][]int
+	if o.randomNegs > 0 {
+		rng := rand.New(rand.NewPCG(o.seed, 0x7a4d))
+		rnd = make([][]int, len(trainPairs))
+		for i := range rnd {
+			for len(rnd[i]) < o.randomNegs {
+				if j := rng.IntN(len(trainPairs)); j != i && trainPairs[j].Query != trainPairs[i].Query {
+					rnd[i] = append(rnd[i], j)
+				}
+			}
+		}
+	}
+	negs := rerank.Merge(bm, dn, rnd)
 	none := 0
 	for _, l := range negs {
 		if len(l) == 0 {
@@ -151,8 +170,8 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "reranker: the encoder of %s (dim %d, %d blocks), a zero score head; pairs of up to %d query + 1 + %d code tokens; %d queries × %d candidates per step (%d queries have no negative), %d steps\n",
-		o.model, m.Dim(), m.Enc.Model.Config.NumHiddenLayers, o.maxQuery, o.maxCode, o.groups, o.candidates, none, o.steps)
+	fmt.Fprintf(stdout, "reranker: the %d blocks of %s (query and code apart) + %d cross blocks, dim %d; pairs of up to %d query + 1 + %d code tokens; %d queries × %d candidates per step (%d queries have no negative), %d steps\n",
+		m.Enc.Isolated, o.model, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated, m.Dim(), o.maxQuery, o.maxCode, o.groups, o.candidates, none, o.steps)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
