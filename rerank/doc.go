@@ -9,12 +9,19 @@
 // The sequence is the query's tokens, a separator (the tokenizer's
 // end-of-text special token) and the code's tokens, prepared and tokenised
 // as the dual encoder does. It goes through the transformer of
-// dense.Encoder with bidirectional attention, so every query token can
-// attend to every code token: the model can compare the two word by word,
-// which a dual encoder, squeezing each side into one vector before they
-// meet, cannot. The token vectors are averaged and a learned vector w turns
-// the average into the score (retrieve.Listwise). A reranker starts from a
-// trained dual encoder's weights (FromDense) with w = 0.
+// dense.Encoder with bidirectional attention, split as in a modular
+// cross-encoder (Gao, Dai and Callan, "Modularized transformer-based
+// ranking framework", EMNLP 2020): in the lower blocks, those of a trained
+// dual encoder (FromDense), the query and the code are encoded apart, as
+// the dual encoder encoded them (dense.Encoder.ForwardSegments); in the
+// blocks above, new ones, every query token can attend to every code token,
+// so the model can compare the two word by word, which a dual encoder,
+// squeezing each side into one vector before they meet, cannot. Each side's
+// token vectors are averaged and scaled to unit length, and a learned
+// vector w scores their element-wise product (retrieve.PairPool,
+// retrieve.Listwise). w starts at the dual encoder's 1/τ, so an untrained
+// reranker ranks as the dual encoder does, up to the new blocks' small
+// initial perturbation.
 //
 // # Training
 //

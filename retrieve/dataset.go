@@ -35,6 +35,10 @@ type Options struct {
 	ValFrac  float64 // fraction of the hash range of package paths for validation (default 0.1)
 	TestFrac float64 // fraction for test (default 0.1)
 	MinWords int     // shortest query kept, in words (default 3)
+
+	// Progress, if not nil, is called with the number of files read so
+	// far and their total, from the goroutine of BuildDataset.
+	Progress func(done, total int)
 }
 
 func (o Options) withDefaults() Options {
@@ -109,7 +113,7 @@ func BuildDataset(src string, opt Options) (train, val, test []Pair, st Stats, e
 		return nil, nil, nil, st, err
 	}
 	st.Files = len(files)
-	parsed := parseAll(src, files)
+	parsed := parseAll(src, files, opt.Progress)
 
 	type key struct{ pkg, recv, name string }
 	seenDecl := map[key]bool{}
@@ -264,9 +268,9 @@ type parsedFile struct {
 
 // parseAll parses files on GOMAXPROCS goroutines and returns them in the
 // order given, so the pairs kept do not depend on scheduling.
-func parseAll(root string, files []string) []parsedFile {
+func parseAll(root string, files []string, progress func(done, total int)) []parsedFile {
 	out := make([]parsedFile, len(files))
-	next := make(chan int)
+	next := make(chan int, 64)
 	var wg sync.WaitGroup
 	for range max(1, runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
@@ -277,9 +281,15 @@ func parseAll(root string, files []string) []parsedFile {
 	}
 	for i := range files {
 		next <- i
+		if progress != nil && (i+1)%64 == 0 {
+			progress(i+1-len(next), len(files)) // files handed out and taken
+		}
 	}
 	close(next)
 	wg.Wait()
+	if progress != nil {
+		progress(len(files), len(files))
+	}
 	return out
 }
 

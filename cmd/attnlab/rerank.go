@@ -56,8 +56,8 @@ func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
 	fs.Float64Var(&o.mineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")
 	fs.IntVar(&o.steps, "steps", 500, "optimiser steps")
 	fs.IntVar(&o.warmup, "warmup", 30, "warmup steps")
-	fs.Float64Var(&o.lr, "lr", 5e-4, "peak learning rate")
-	fs.Float64Var(&o.minLR, "min-lr", 5e-5, "final learning rate")
+	fs.Float64Var(&o.lr, "lr", 1e-4, "peak learning rate")
+	fs.Float64Var(&o.minLR, "min-lr", 1e-5, "final learning rate")
 	fs.Float64Var(&o.wd, "wd", 0.01, "weight decay (not on norms and embeddings)")
 	fs.Float64Var(&o.clip, "clip", 1, "global gradient-norm clip (0: none)")
 	fs.IntVar(&o.depth, "depth", 20, "candidates re-scored per query in the validation report")
@@ -66,8 +66,10 @@ func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
 	return fs, o
 }
 
+// newBar returns a progress bar on stderr, or nil with quiet or when
+// stderr is not a terminal.
 func newBar(n int, what string, quiet bool) *progressbar.ProgressBar {
-	if quiet {
+	if fi, err := os.Stderr.Stat(); quiet || err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return nil
 	}
 	return progressbar.NewOptions(n, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(24),
@@ -128,12 +130,7 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	var dn [][]int
 	if o.denseNegs > 0 {
 		t0 = time.Now()
-		bar := newBar(len(trainPairs), "embedding the training code", o.quiet)
-		x := dense.NewIndex(dm, trainPairs, func(done int) {
-			if bar != nil {
-				bar.Set(done)
-			}
-		})
+		x := dense.NewIndex(dm, trainPairs, barFunc(newBar(len(trainPairs), "embedding the training code", o.quiet)))
 		dn = rerank.MineDense(x, trainPairs, o.denseNegs, o.mineDepth)
 		kept := 0
 		for _, l := range dn {

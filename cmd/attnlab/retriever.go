@@ -94,6 +94,14 @@ func init() {
 	for _, first := range []string{"bm25", "dense", "hybrid"} {
 		retrieverSystems[first+"+rerank"] = reranked(first)
 	}
+	retrieverSystems["fused+rerank"] = func(e *retrieverEnv) (retrieve.Ranker, time.Duration, error) {
+		r, build, err := retrieverSystems["hybrid+rerank"](e)
+		if err != nil {
+			return nil, 0, err
+		}
+		x, _ := e.getDense()
+		return retrieve.Fusion{Systems: []retrieve.Ranker{e.getBM25(), x.Ranker(), r}}, build, nil
+	}
 	var b strings.Builder
 	b.WriteString(strings.Replace(retrieverCmd.long, "\n\nExample:", "\n\nFlags of data:\n%s\nFlags of train:\n%s\nFlags of rerank:\n%s\nFlags of eval:\n%s\nExample:", 1))
 	defaults := func(fs *flag.FlagSet) string {
@@ -139,7 +147,7 @@ func (e *retrieverEnv) getDense() (*dense.Index, error) {
 	}
 	if e.index == nil {
 		start := time.Now()
-		e.index = dense.NewIndex(e.model, e.pairs, nil)
+		e.index = dense.NewIndex(e.model, e.pairs, barFunc(newBar(len(e.pairs), "embedding the code", false)))
 		e.denseTime = time.Since(start)
 	}
 	return e.index, nil
@@ -285,6 +293,15 @@ func runRetrieverData(args []string, stdout io.Writer) error {
 		src = filepath.Join(goRoot(), "src")
 	}
 	start := time.Now()
+	var bar *progressbar.ProgressBar
+	o.opt.Progress = func(done, total int) {
+		if bar == nil {
+			bar = newBar(total, "reading Go files", false)
+		}
+		if bar != nil {
+			bar.Set(done)
+		}
+	}
 	train, val, test, st, err := retrieve.BuildDataset(src, o.opt)
 	if err != nil {
 		return err
@@ -609,11 +626,7 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 		params, o.dim, o.layers, o.heads, o.kvHeads, o.ffn, o.batch, o.hard, o.tau, map[bool]string{true: " learned", false: " fixed"}[o.learnTau],
 		map[bool]string{true: "symmetric", false: "query→code"}[o.symmetric], o.steps)
 
-	var bar *progressbar.ProgressBar
-	if !o.quiet {
-		bar = progressbar.NewOptions(o.steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(24),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond))
-	}
+	bar := newBar(o.steps, "", o.quiet)
 	var csv strings.Builder
 	csv.WriteString("step,loss,accuracy,lr,grad_norm,tau,docs,tokens,seconds\n")
 	trainStart := time.Now()
@@ -645,10 +658,6 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 			}
 		}
 	}
-	if bar != nil {
-		bar.Finish()
-		fmt.Fprintln(os.Stderr)
-	}
 	trainTime := time.Since(trainStart)
 	m.Settings.Tau = tr.Tau
 	if err := writeFileAtomic(filepath.Join(o.out, "curves.csv"), []byte(csv.String())); err != nil {
@@ -673,7 +682,7 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 
 	// Validation: MRR@10 of the model and of BM25 over the validation split.
 	t0 = time.Now()
-	valIndex := dense.NewIndex(m, valPairs, nil)
+	valIndex := dense.NewIndex(m, valPairs, barFunc(newBar(len(valPairs), "embedding the validation code", o.quiet)))
 	queries, codes := make([]string, len(valPairs)), make([]string, len(valPairs))
 	for i, p := range valPairs {
 		queries[i], codes[i] = p.Query, p.Code
@@ -685,7 +694,7 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 
 	// The index of -index-data, for attnlab search.
 	t0 = time.Now()
-	x := dense.NewIndex(m, indexPairs, nil)
+	x := dense.NewIndex(m, indexPairs, barFunc(newBar(len(indexPairs), "embedding the index", o.quiet)))
 	indexDir := filepath.Join(o.out, "index")
 	if err := x.Save(indexDir); err != nil {
 		return err
@@ -693,6 +702,14 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 	fmt.Fprintf(stdout, "index: %d documents embedded in %.1fs, saved to %s\n", len(indexPairs), time.Since(t0).Seconds(), indexDir)
 	fmt.Fprintf(stdout, "model: %s; curves: %s; total %.0f s\n", modelDir, filepath.Join(o.out, "curves.csv"), time.Since(start).Seconds())
 	return nil
+}
+
+// barFunc returns a progress callback that sets bar, or nil for no bar.
+func barFunc(bar *progressbar.ProgressBar) func(done int) {
+	if bar == nil {
+		return nil
+	}
+	return func(done int) { bar.Set(done) }
 }
 
 // writeFileAtomic writes data to path under a temporary name in the same
