@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ const (
 	HeadFile      = "score.safetensors"
 
 	headTensor = "score.weight"
+	idfTensor  = "lexical.idf"
 )
 
 // PairProduct names the pooling of retrieve.PairPool in the settings.
@@ -39,7 +41,13 @@ type Settings struct {
 	Pooling   string `json:"pooling"`         // "pair-product": retrieve.PairPool
 	Causal    bool   `json:"causal"`          // false: bidirectional attention
 	Isolated  int    `json:"isolated_layers"` // blocks in which query and code do not attend to each other
+	Lexical   bool   `json:"lexical"`         // the head also weighs the NumLexical exact-match features
 }
+
+// NumLexical is the number of exact-match features a lexical head adds to
+// the pooled vector: the share of the query's distinct tokens found in the
+// code, weighted by their inverse document frequency, and unweighted.
+const NumLexical = 2
 
 // Model is a cross-encoder: the sequence "query SEP code" goes through a
 // transformer encoder (dense.Encoder: bidirectional attention), its token
@@ -48,7 +56,8 @@ type Settings struct {
 // one number, the pair's relevance. Score is safe for concurrent use.
 type Model struct {
 	Enc      *dense.Encoder[float32]
-	W        []float32 // the score head (D)
+	W        []float32 // the score head (Features())
+	IDF      []float32 // with Settings.Lexical: inverse document frequency of each token id (vocab_size)
 	Tok      *tokenizer.Tokenizer
 	Settings Settings
 
@@ -58,6 +67,76 @@ type Model struct {
 
 // Dim returns the width of the encoder.
 func (m *Model) Dim() int { return m.Enc.Model.Config.HiddenSize }
+
+// Features returns the width of the vector the score head weighs: the
+// pooled pair, then the exact-match features of a lexical head.
+func (m *Model) Features() int {
+	if m.Settings.Lexical {
+		return m.Dim() + NumLexical
+	}
+	return m.Dim()
+}
+
+// SetIDF sets the inverse document frequency of every token id from a
+// corpus of tokenised documents, as BM25 weighs a term:
+// log(1 + (N − df + 0.5)/(df + 0.5)).
+func (m *Model) SetIDF(docs [][]int) {
+	df := make([]int, m.Enc.Model.Config.VocabSize)
+	seen := make([]int, len(df)) // last document that counted each id, plus 1
+	for i, d := range docs {
+		for _, id := range d {
+			if seen[id] != i+1 {
+				seen[id] = i + 1
+				df[id]++
+			}
+		}
+	}
+	m.IDF = make([]float32, len(df))
+	n := float64(len(docs))
+	for id, f := range df {
+		m.IDF[id] = float32(math.Log(1 + (n-float64(f)+0.5)/(float64(f)+0.5)))
+	}
+}
+
+// lexical writes the exact-match features of a pair into dst[:NumLexical]:
+// over the distinct tokens of the query, the IDF-weighted share found in
+// the code, and the plain share. They are inputs, not learned: the head
+// learns how much to trust them.
+func (m *Model) lexical(dst []float32, query, code []int) {
+	in := make(map[int]bool, len(code))
+	for _, id := range code {
+		in[id] = true
+	}
+	seen := make(map[int]bool, len(query))
+	var w, wm float32
+	var n, nm int
+	for _, id := range query {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		n++
+		w += m.IDF[id]
+		if in[id] {
+			nm++
+			wm += m.IDF[id]
+		}
+	}
+	dst[0], dst[1] = 0, float32(nm)/float32(n)
+	if w > 0 {
+		dst[0] = wm / w
+	}
+}
+
+// features writes the vector the head weighs for a pair encoded in a
+// (dim D, then the lexical features).
+func (m *Model) features(f []float32, pa *retrieve.PairPoolActs[float32], a *dense.Acts[float32], query, code []int) {
+	D := m.Dim()
+	retrieve.PairPool[float32]{D: D}.Forward(pa, f[:D], a.Out, []int{len(query)}, a.Valid, 1, a.T)
+	if m.Settings.Lexical {
+		m.lexical(f[D:], query, code)
+	}
+}
 
 // MaxLen returns the longest pair sequence: query, separator and code.
 func (m *Model) MaxLen() int { return m.Settings.MaxQuery + 1 + m.Settings.MaxCode }
@@ -117,11 +196,10 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 	if err := m.Enc.ForwardSegments(a, [][]int{seq}, [][]int{m.segments(len(query), len(seq))}); err != nil {
 		return 0, err
 	}
-	pp := retrieve.PairPool[float32]{D: D}
-	f := make([]float32, D)
-	pp.Forward(pp.NewActs(1), f, a.Out, []int{len(query)}, a.Valid, 1, a.T)
+	f := make([]float32, m.Features())
+	m.features(f, retrieve.PairPool[float32]{D: D}.NewActs(1), a, query, code)
 	s := []float32{0}
-	retrieve.Listwise[float32]{G: 1, K: 1, D: D}.Score(s, f, m.W, 1)
+	retrieve.Listwise[float32]{G: 1, K: 1, D: len(f)}.Score(s, f, m.W, 1)
 	return s[0], nil
 }
 
@@ -145,7 +223,10 @@ func (m *Model) Score(query, code string) float32 {
 // score is the dual encoder's: the cosine of the query side's and the code
 // side's mean token vectors over τ (retrieve.PairPool). With cross = 0
 // query and code attend to each other in every block from the start.
-func FromDense(d *dense.Model, maxQuery, maxCode, cross int, std float64, seed uint64) (*Model, error) {
+//
+// With lexical, the head also weighs NumLexical exact-match features,
+// starting at weight 0; call SetIDF before training.
+func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std float64, seed uint64) (*Model, error) {
 	if cross < 0 {
 		return nil, fmt.Errorf("rerank: %d cross blocks", cross)
 	}
@@ -173,10 +254,14 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, std float64, seed u
 	if cross == 0 {
 		isolated = 0
 	}
-	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: PairProduct, Isolated: isolated}
-	w := make([]float32, cfg.HiddenSize)
+	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: PairProduct,
+		Isolated: isolated, Lexical: lexical}
+	w := make([]float32, cfg.HiddenSize, cfg.HiddenSize+NumLexical)
 	for i := range w {
 		w[i] = float32(1 / d.Settings.Tau)
+	}
+	if lexical {
+		w = append(w, make([]float32, NumLexical)...)
 	}
 	return newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: isolated}, w, d.Tok, s)
 }
@@ -198,8 +283,8 @@ func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer
 		return nil, fmt.Errorf("rerank: pooling %q, causal %v: only %q pooling with bidirectional attention is implemented", s.Pooling, s.Causal, PairProduct)
 	case s.Isolated < 0 || s.Isolated > c.NumHiddenLayers:
 		return nil, fmt.Errorf("rerank: isolated_layers %d, want 0..%d", s.Isolated, c.NumHiddenLayers)
-	case len(w) != c.HiddenSize:
-		return nil, fmt.Errorf("rerank: score head of %d values, want hidden_size = %d", len(w), c.HiddenSize)
+	case s.Lexical && len(w) != c.HiddenSize+NumLexical || !s.Lexical && len(w) != c.HiddenSize:
+		return nil, fmt.Errorf("rerank: score head of %d values, want hidden_size = %d (+ %d lexical features: %v)", len(w), c.HiddenSize, NumLexical, s.Lexical)
 	}
 	return &Model{Enc: enc, W: w, Tok: tok, Settings: s, sep: sep}, nil
 }
@@ -219,6 +304,12 @@ func (m *Model) Save(dir string) error {
 	f := safetensors.New()
 	f.Metadata["format"] = "pt"
 	f.SetF32(headTensor, []int{len(m.W)}, m.W)
+	if m.Settings.Lexical {
+		if len(m.IDF) != m.Enc.Model.Config.VocabSize {
+			return fmt.Errorf("rerank: a lexical head needs the IDF of every token id (SetIDF)")
+		}
+		f.SetF32(idfTensor, []int{len(m.IDF)}, m.IDF)
+	}
 	head, err := f.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("rerank: %w", err)
@@ -253,12 +344,22 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, HeadFile), err)
 	}
-	if !slices.Equal(shape, []int{mod.Config.HiddenSize}) {
-		return nil, fmt.Errorf("rerank: %s: %s has shape %v, want [%d]", filepath.Join(dir, HeadFile), headTensor, shape, mod.Config.HiddenSize)
+	if len(shape) != 1 {
+		return nil, fmt.Errorf("rerank: %s: %s has shape %v, want one dimension", filepath.Join(dir, HeadFile), headTensor, shape)
 	}
 	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: s.Isolated}, w, tok, s)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
+	}
+	if s.Lexical {
+		idf, shape, err := hf.Float32(idfTensor)
+		if err != nil {
+			return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, HeadFile), err)
+		}
+		if !slices.Equal(shape, []int{mod.Config.VocabSize}) {
+			return nil, fmt.Errorf("rerank: %s: %s has shape %v, want [%d]", filepath.Join(dir, HeadFile), idfTensor, shape, mod.Config.VocabSize)
+		}
+		m.IDF = idf
 	}
 	return m, nil
 }

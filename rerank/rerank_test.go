@@ -52,7 +52,7 @@ func tinyDense(t testing.TB, ps []retrieve.Pair) *dense.Model {
 
 func tinyReranker(t testing.TB, ps []retrieve.Pair) *Model {
 	t.Helper()
-	r, err := FromDense(tinyDense(t, ps), 12, 24, 1, 0.1, 2)
+	r, err := FromDense(tinyDense(t, ps), 12, 24, 1, false, 0.1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +82,14 @@ func options(G, K int, steps int) Options {
 // listwise loss of each group (the positive first; nil sequences are
 // invalid candidates), averaged over groups. It returns the loss and a
 // function that runs the backward into g and dw.
-func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, sep, Tn int) (float64, func(g *model.Params[float64], dw []float64)) {
+//
+// extra, if not nil, gives constant features appended to each sequence's
+// pooled vector (extra[g][k]), weighed by the tail of w.
+func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, extra [][][]float64, sep, Tn int) (float64, func(g *model.Params[float64], dw []float64)) {
 	D := e.Model.Config.HiddenSize
 	G, K := len(groups), len(groups[0])
-	head := retrieve.Listwise[float64]{G: 1, K: K, D: D}
+	F := len(w)
+	head := retrieve.Listwise[float64]{G: 1, K: K, D: F}
 	pool := retrieve.PairPool[float64]{D: D}
 	type group struct {
 		p     []float64
@@ -97,8 +101,8 @@ func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, sep, Tn
 	}
 	var gs []group
 	var loss float64
-	for _, seqs := range groups {
-		gr := group{p: make([]float64, K*D), valid: make([]bool, K), nq: make([][]int, K), acts: make([]*dense.Acts[float64], K),
+	for g, seqs := range groups {
+		gr := group{p: make([]float64, K*F), valid: make([]bool, K), nq: make([][]int, K), acts: make([]*dense.Acts[float64], K),
 			pa: make([]*retrieve.PairPoolActs[float64], K), la: head.NewActs()}
 		for k, s := range seqs {
 			if s == nil {
@@ -115,21 +119,24 @@ func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, sep, Tn
 				panic(err)
 			}
 			gr.pa[k] = pool.NewActs(1)
-			pool.Forward(gr.pa[k], gr.p[k*D:(k+1)*D], gr.acts[k].Out, gr.nq[k], gr.acts[k].Valid, 1, Tn)
+			pool.Forward(gr.pa[k], gr.p[k*F:k*F+D], gr.acts[k].Out, gr.nq[k], gr.acts[k].Valid, 1, Tn)
+			if extra != nil {
+				copy(gr.p[k*F+D:(k+1)*F], extra[g][k])
+			}
 		}
 		loss += head.Forward(gr.la, gr.p, w, gr.valid)
 		gs = append(gs, gr)
 	}
 	back := func(g *model.Params[float64], dw []float64) {
 		for _, gr := range gs {
-			dp := make([]float64, K*D)
+			dp := make([]float64, K*F)
 			head.Backward(dp, dw, 1/float64(G), gr.p, w, gr.valid, gr.la)
 			for k, a := range gr.acts {
 				if a == nil {
 					continue
 				}
 				dOut := make([]float64, len(a.Out))
-				pool.Backward(dOut, dp[k*D:(k+1)*D], gr.pa[k], gr.nq[k], a.Valid, 1, Tn)
+				pool.Backward(dOut, dp[k*F:k*F+D], gr.pa[k], gr.nq[k], a.Valid, 1, Tn)
 				e.Backward(g, a, dOut)
 			}
 		}
@@ -163,8 +170,8 @@ func TestCrossEncoderGrad(t *testing.T) {
 		{{1, 2, sep, 3, 4, 5}, {1, 2, sep, 6, 7}, {1, 2, sep, 8, 9, 10, 11}},
 		{{12, sep, 13, 14}, {12, sep, 15, 16, 17, 18, 19}, nil},
 	}
-	loss := func() float64 { l, _ := crossLoss(e, w, groups, sep, 8); return l }
-	_, back := crossLoss(e, w, groups, sep, 8)
+	loss := func() float64 { l, _ := crossLoss(e, w, groups, nil, sep, 8); return l }
+	_, back := crossLoss(e, w, groups, nil, sep, 8)
 	g, dw := e.Model.NewParams(), make([]float64, len(w))
 	back(g, dw)
 	params := []gradcheck.Param{{Name: "score.weight", X: w, Grad: dw}}
@@ -193,13 +200,26 @@ func TestCrossEncoderGrad(t *testing.T) {
 // TestTrainerGradient: the float32 trainer's gradient for one step equals
 // the float64 composition of crossLoss at the same weights and groups.
 func TestTrainerGradient(t *testing.T) {
+	for _, lexical := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lexical=%v", lexical), func(t *testing.T) { testTrainerGradient(t, lexical) })
+	}
+}
+
+func testTrainerGradient(t *testing.T, lexical bool) {
 	ps := pairs(6)
-	m := tinyReranker(t, ps)
+	ps[2].Query = "reports the alpha of the " + strings.Fields(ps[2].Code)[2] // words found in other code
+	m, err := FromDense(tinyDense(t, ps), 12, 24, 1, lexical, 0.1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range m.W {
 		m.W[i] = 0.1 * float32(i%5-2)
 	}
 	const K = 6 // every other pair is a negative: groups do not depend on the draw
 	data := NewData(m, ps, allNegatives(len(ps)))
+	if lexical {
+		m.SetIDF(data.Codes)
+	}
 	o := options(len(ps), K, 10)
 	o.Clip = 0
 	tr, err := NewTrainer(m, data, o)
@@ -224,18 +244,28 @@ func TestTrainerGradient(t *testing.T) {
 		w64[i] = float64(v)
 	}
 	var groups [][][]int
+	var extra [][][]float64
 	Tn := 0
 	for i := range ps {
 		seqs := [][]int{m.Pair(data.Queries[i], data.Codes[i])}
 		for _, j := range data.Negatives[i] {
 			seqs = append(seqs, m.Pair(data.Queries[i], data.Codes[j]))
 		}
+		if lexical {
+			var ex [][]float64
+			for _, j := range append([]int{i}, data.Negatives[i]...) {
+				f := make([]float32, NumLexical)
+				m.lexical(f, data.Queries[i], data.Codes[j])
+				ex = append(ex, []float64{float64(f[0]), float64(f[1])})
+			}
+			extra = append(extra, ex)
+		}
 		for _, s := range seqs {
 			Tn = max(Tn, bucket(len(s)))
 		}
 		groups = append(groups, seqs)
 	}
-	want, back := crossLoss(&dense.Encoder[float64]{Model: m64, Params: p64, Isolated: m.Enc.Isolated}, w64, groups, m.sep, Tn)
+	want, back := crossLoss(&dense.Encoder[float64]{Model: m64, Params: p64, Isolated: m.Enc.Isolated}, w64, groups, extra, m.sep, Tn)
 	g64, dw64 := m64.NewParams(), make([]float64, len(w64))
 	back(g64, dw64)
 
@@ -416,5 +446,50 @@ func TestMineDenseAndMerge(t *testing.T) {
 	got := Merge([][]int{{1, 2, 3}, {4}}, [][]int{{2, 5}, {4, 6}, {7}})
 	if want := "[[1 2 5 3] [4 6] [7]]"; fmt.Sprint(got) != want {
 		t.Errorf("Merge = %v, want %v", got, want)
+	}
+}
+
+func TestLexicalFeatures(t *testing.T) {
+	ps := pairs(4)
+	m, err := FromDense(tinyDense(t, ps), 12, 24, 1, true, 0.1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewTrainer(m, NewData(m, ps, nil), options(2, 2, 1)); err == nil || !strings.Contains(err.Error(), "SetIDF") {
+		t.Errorf("a lexical trainer without IDF: %v", err)
+	}
+	// ids 1..4 over three documents: 1 in all, 2 in two, 3 in one, 4 in none
+	m.SetIDF([][]int{{1, 2, 3, 1}, {1, 2}, {1}})
+	idf := func(df float64) float32 { return float32(math.Log(1 + (3-df+0.5)/(df+0.5))) }
+	for id, df := range map[int]float64{1: 3, 2: 2, 3: 1, 4: 0} {
+		if got, want := m.IDF[id], idf(df); math.Abs(float64(got-want)) > 1e-6 {
+			t.Errorf("IDF[%d] = %v, want %v", id, got, want)
+		}
+	}
+	f := make([]float32, NumLexical)
+	m.lexical(f, []int{1, 3, 3, 4}, []int{3, 5, 1, 1})
+	wantIDF := (idf(3) + idf(1)) / (idf(3) + idf(1) + idf(0))
+	if math.Abs(float64(f[0]-wantIDF)) > 1e-6 || f[1] != 2.0/3 {
+		t.Errorf("features %v, want [%v %v]: distinct query tokens 1, 3, 4; 1 and 3 in the code", f, wantIDF, 2.0/3)
+	}
+	// the head starts from the dual encoder: the lexical weights are 0
+	if w := m.W[m.Dim():]; len(w) != NumLexical || w[0] != 0 || w[1] != 0 {
+		t.Errorf("lexical weights %v, want %d zeros", w, NumLexical)
+	}
+	dir := filepath.Join(t.TempDir(), "rr")
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.Settings.Lexical || fmt.Sprint(back.IDF) != fmt.Sprint(m.IDF) {
+		t.Errorf("the lexical head did not survive Save and Load")
+	}
+	for _, p := range ps {
+		if a, b := m.Score(p.Query, p.Code), back.Score(p.Query, p.Code); a != b {
+			t.Fatalf("score %v after loading, %v before", b, a)
+		}
 	}
 }

@@ -129,6 +129,8 @@ func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 		return nil, fmt.Errorf("rerank: %d groups per step, want >= 1", o.Groups)
 	case o.Candidates < 2:
 		return nil, fmt.Errorf("rerank: %d candidates per group, want >= 2 (the positive and a negative)", o.Candidates)
+	case m.Settings.Lexical && len(m.IDF) != m.Enc.Model.Config.VocabSize:
+		return nil, fmt.Errorf("rerank: a lexical head needs the IDF of every token id (SetIDF)")
 	case len(data.Queries) < o.Groups:
 		return nil, fmt.Errorf("rerank: %d training pairs, fewer than %d groups", len(data.Queries), o.Groups)
 	}
@@ -166,14 +168,15 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	D, K := m.Dim(), o.Candidates
 	idx := t.cur.Take(o.Groups)
 	G := len(idx)
-	head := retrieve.Listwise[float32]{G: 1, K: K, D: D}
+	F := m.Features() // the pooled pair, then any lexical features
+	head := retrieve.Listwise[float32]{G: 1, K: K, D: F}
 	la := head.NewActs()
 	pool := retrieve.PairPool[float32]{D: D}
 	pa := make([]*retrieve.PairPoolActs[float32], K)
 	for k := range pa {
 		pa[k] = pool.NewActs(1)
 	}
-	p, dp := make([]float32, K*D), make([]float32, K*D)
+	p, dp := make([]float32, K*F), make([]float32, K*F)
 	valid := make([]bool, K)
 	acts := make([]*dense.Acts[float32], K)
 
@@ -203,7 +206,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 			if err := m.Enc.ForwardSegments(a, [][]int{seq}, [][]int{m.segments(nq[0], len(seq))}); err != nil {
 				return StepResult{}, err
 			}
-			pool.Forward(pa[k], p[k*D:(k+1)*D], a.Out, nq, a.Valid, 1, Tn)
+			m.features(p[k*F:(k+1)*F], pa[k], a, t.Data.Queries[i], t.Data.Codes[cands[k]])
 			acts[k] = a
 			res.Pairs++
 			res.Tokens += len(seq)
@@ -229,7 +232,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 				continue
 			}
 			dOut := make([]float32, len(a.Out))
-			pool.Backward(dOut, dp[k*D:(k+1)*D], pa[k], nq, a.Valid, 1, a.T)
+			pool.Backward(dOut, dp[k*F:k*F+D], pa[k], nq, a.Valid, 1, a.T) // the lexical features are inputs: no gradient
 			m.Enc.Backward(t.grads, a, dOut)
 			t.spare[a.T] = append(t.spare[a.T], a) // free for the next group
 		}

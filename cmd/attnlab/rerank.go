@@ -27,6 +27,7 @@ type retrieverRerankOpts struct {
 	bm25Negs, denseNegs int
 	randomNegs          int
 	cross               int
+	lexical             bool
 	std                 float64
 	mineDepth           int
 	mineMargin          float64
@@ -46,6 +47,7 @@ func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
 	fs.IntVar(&o.maxQuery, "max-query", 32, "query tokens kept")
 	fs.IntVar(&o.maxCode, "max-code", 128, "code tokens kept")
 	fs.IntVar(&o.cross, "cross-layers", 1, "new blocks above the dual encoder's, where query and code attend to each other (0: they do in every block)")
+	fs.BoolVar(&o.lexical, "lexical", true, "the score head also weighs two exact-match features (the IDF-weighted and the plain share of the query's tokens found in the code)")
 	fs.Float64Var(&o.std, "init-std", 0.02, "standard deviation of the new blocks' initial weights")
 	fs.IntVar(&o.groups, "groups", 8, "queries per step")
 	fs.IntVar(&o.candidates, "candidates", 8, "sequences per query and step: the positive and candidates−1 hard negatives")
@@ -114,7 +116,7 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	m, err := rerank.FromDense(dm, o.maxQuery, o.maxCode, o.cross, o.std, o.seed)
+	m, err := rerank.FromDense(dm, o.maxQuery, o.maxCode, o.cross, o.lexical, o.std, o.seed)
 	if err != nil {
 		return err
 	}
@@ -159,7 +161,11 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 		}
 	}
 
-	tr, err := rerank.NewTrainer(m, rerank.NewData(m, trainPairs, negs), rerank.Options{
+	data := rerank.NewData(m, trainPairs, negs)
+	if o.lexical {
+		m.SetIDF(data.Codes)
+	}
+	tr, err := rerank.NewTrainer(m, data, rerank.Options{
 		Groups: o.groups, Candidates: o.candidates,
 		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
 		Beta1:    0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed,

@@ -94,14 +94,6 @@ func init() {
 	for _, first := range []string{"bm25", "dense", "hybrid"} {
 		retrieverSystems[first+"+rerank"] = reranked(first)
 	}
-	retrieverSystems["fused+rerank"] = func(e *retrieverEnv) (retrieve.Ranker, time.Duration, error) {
-		r, build, err := retrieverSystems["hybrid+rerank"](e)
-		if err != nil {
-			return nil, 0, err
-		}
-		x, _ := e.getDense()
-		return retrieve.Fusion{Systems: []retrieve.Ranker{e.getBM25(), x.Ranker(), r}}, build, nil
-	}
 	var b strings.Builder
 	b.WriteString(strings.Replace(retrieverCmd.long, "\n\nExample:", "\n\nFlags of data:\n%s\nFlags of train:\n%s\nFlags of rerank:\n%s\nFlags of eval:\n%s\nExample:", 1))
 	defaults := func(fs *flag.FlagSet) string {
