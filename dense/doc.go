@@ -34,6 +34,14 @@
 // sequence of a batch, and the kernels of package attention and
 // internal/vec spread each sequence over the cores.
 //
+// The loss depends on the encoder only through the embeddings, so the
+// effective batch is not bounded by memory: with Options.Chunk the step
+// first encodes every sequence keeping only its pooled vector, computes the
+// loss and its gradient with respect to those vectors, then encodes the
+// sequences again, Chunk at a time, and runs their backward (GradCache,
+// Gao et al. 2021). The gradients are the same bit for bit; the cost is one
+// more forward pass per sequence.
+//
 // # Files
 //
 // A checkpoint directory holds config.json and model.safetensors (a Hugging
