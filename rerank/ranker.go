@@ -20,6 +20,12 @@ type Ranker struct {
 	Codes []string // the corpus: document i is Codes[i]
 	Depth int      // first-stage candidates re-scored
 
+	// Fuse orders the re-scored candidates by reciprocal rank fusion
+	// (k = 60) of their first-stage rank and their cross-encoder rank
+	// instead of by the cross-encoder alone: the reranker votes with the
+	// first stage rather than overruling it.
+	Fuse bool
+
 	codes sync.Map // document → []int, its tokens
 	cache sync.Map // pairKey → float32
 }
@@ -61,6 +67,24 @@ func (r *Ranker) scores(query string, docs []int) []float64 {
 	return out
 }
 
+// final returns the scores that order candidates given best first by the
+// first stage: the cross-encoder's, or with Fuse the fusion of both ranks.
+func (r *Ranker) final(ce []float64) []float64 {
+	if !r.Fuse {
+		return ce
+	}
+	idx := make([]int, len(ce))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ce[b], ce[a]) })
+	out := make([]float64, len(ce))
+	for rank, i := range idx {
+		out[i] = 1/(60+float64(i+1)) + 1/(60+float64(rank+1))
+	}
+	return out
+}
+
 // order sorts docs by score, best first; equal scores keep their order.
 func order(docs []int, scores []float64) {
 	idx := make([]int, len(docs))
@@ -77,16 +101,17 @@ func order(docs []int, scores []float64) {
 // Rank re-scores the first stage's top Depth documents and returns the best
 // k: the re-ordered candidates, then the first stage's order beyond Depth.
 func (r *Ranker) Rank(query string, k int) []int {
-	cands := r.First.Rank(query, max(k, r.Depth))
+	cands := slices.Clone(r.First.Rank(query, max(k, r.Depth))) // reordered below: not the first stage's slice
 	top := cands[:min(r.Depth, len(cands))]
-	order(top, r.scores(query, top))
+	order(top, r.final(r.scores(query, top)))
 	return cands[:min(k, len(cands))]
 }
 
 // Score scores docs as Rank would order them: the Depth documents the first
-// stage scores highest get the cross-encoder's scores, shifted above every
-// other document's first-stage score, so that the reranked candidates come
-// first in their new order and the rest follow in the first stage's.
+// stage scores highest are re-ordered as Rank re-orders them (equal scores
+// keep the first stage's order) and scored by their new place, 1, 2, …
+// above the best first-stage score below them; the rest keep their
+// first-stage scores.
 func (r *Ranker) Score(query string, docs []int, scores []float64) {
 	r.First.Score(query, docs, scores)
 	if len(docs) == 0 {
@@ -102,13 +127,13 @@ func (r *Ranker) Score(query string, docs []int, scores []float64) {
 	for i, j := range idx[:n] {
 		top[i] = docs[j]
 	}
-	ce := r.scores(query, top)
-	floor := slices.Min(ce)
 	var rest float64 // the best first-stage score below the cut
 	if n < len(docs) {
 		rest = scores[idx[n]]
 	}
-	for i, j := range idx[:n] {
-		scores[j] = rest + 1 + (ce[i] - floor)
+	at := slices.Clone(idx[:n]) // positions in docs, in first-stage order
+	order(at, r.final(r.scores(query, top)))
+	for place, j := range at {
+		scores[j] = rest + float64(n-place)
 	}
 }

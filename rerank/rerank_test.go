@@ -426,6 +426,28 @@ func TestRankerReordersTheTop(t *testing.T) {
 	if got := r.Rank(q, 2); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
 		t.Errorf("Rank(k=2) = %v, want %v", got, want[:2])
 	}
+
+	// With Fuse the top 4 are ordered by 1/(60 + first-stage rank) +
+	// 1/(60 + cross-encoder rank), ties to the first stage.
+	r.Fuse = true
+	byCE := []int{7, 6, 5, 4}
+	order(byCE, []float64{ce[slices.Index(top, 7)], ce[slices.Index(top, 6)], ce[slices.Index(top, 5)], ce[slices.Index(top, 4)]})
+	fused := []int{7, 6, 5, 4}
+	rrf := make([]float64, 4)
+	for i, d := range fused {
+		rrf[i] = 1/(60+float64(i+1)) + 1/(60+float64(slices.Index(byCE, d)+1))
+	}
+	order(fused, rrf)
+	want = append(fused, 3, 2, 1, 0)
+	if got := r.Rank(q, 8); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("fused Rank = %v, want %v (cross-encoder order %v)", got, want, byCE)
+	}
+	r.Score(q, docs, scores)
+	ranked = append([]int(nil), docs...)
+	order(ranked, scores)
+	if fmt.Sprint(ranked) != fmt.Sprint(want) {
+		t.Errorf("fused Score orders %v, want %v", ranked, want)
+	}
 }
 
 func TestMineDenseAndMerge(t *testing.T) {

@@ -92,6 +92,7 @@ type Options struct {
 	Groups        int            // queries per step: G
 	Candidates    int            // sequences per group: the positive and Candidates−1 negatives (K)
 	Schedule      train.Schedule // learning rate by step
+	HeadLRScale   float64        // the score head's learning rate over the encoder's (1 when 0): a new head learns faster than pretrained blocks
 	Beta1, Beta2  float64
 	Eps, WD, Clip float64
 	Seed          uint64
@@ -113,13 +114,14 @@ type Trainer struct {
 	Data  *Data
 	Step  int
 
-	grads  *model.Params[float32]
-	dw     []float32
-	params []train.Param[float32]
-	adam   *train.AdamW[float32]
-	cur    *train.Cursor
-	rng    *rand.Rand
-	spare  map[int][]*dense.Acts[float32]
+	grads    *model.Params[float32]
+	dw       []float32
+	params   []train.Param[float32] // the encoder's, then the head's
+	adam     *train.AdamW[float32]  // of the encoder
+	headAdam *train.AdamW[float32]  // of the head, at HeadLRScale times the rate
+	cur      *train.Cursor
+	rng      *rand.Rand
+	spare    map[int][]*dense.Acts[float32]
 }
 
 // NewTrainer returns a trainer of m on data.
@@ -127,6 +129,8 @@ func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 	switch {
 	case o.Groups < 1:
 		return nil, fmt.Errorf("rerank: %d groups per step, want >= 1", o.Groups)
+	case o.HeadLRScale < 0:
+		return nil, fmt.Errorf("rerank: head learning-rate scale %v, want >= 0", o.HeadLRScale)
 	case o.Candidates < 2:
 		return nil, fmt.Errorf("rerank: %d candidates per group, want >= 2 (the positive and a negative)", o.Candidates)
 	case m.Settings.Lexical && len(m.IDF) != m.Enc.Model.Config.VocabSize:
@@ -136,10 +140,11 @@ func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 	}
 	t := &Trainer{Model: m, Opt: o, Data: data,
 		grads: m.Enc.Model.NewParams(), dw: make([]float32, len(m.W)),
-		adam:  train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
-		cur:   train.NewCursor(len(data.Queries), o.Seed),
-		rng:   rand.New(rand.NewPCG(o.Seed, 0x5e1ec7)),
-		spare: map[int][]*dense.Acts[float32]{},
+		adam:     train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
+		headAdam: train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
+		cur:      train.NewCursor(len(data.Queries), o.Seed),
+		rng:      rand.New(rand.NewPCG(o.Seed, 0x5e1ec7)),
+		spare:    map[int][]*dense.Acts[float32]{},
 	}
 	t.params = append(train.Params(m.Enc.Model, m.Enc.Params, t.grads, false),
 		train.Param[float32]{Name: headTensor, X: m.W, Grad: t.dw, Decay: true})
@@ -248,7 +253,13 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	}
 	res.LR = o.Schedule.At(t.Step)
 	res.GradNorm = norm
-	t.adam.Update(t.params, res.LR)
+	scale := o.HeadLRScale
+	if scale == 0 {
+		scale = 1
+	}
+	n := len(t.params) - 1
+	t.adam.Update(t.params[:n], res.LR)
+	t.headAdam.Update(t.params[n:], res.LR*scale)
 	t.Step++
 	return res, nil
 }

@@ -33,6 +33,7 @@ type retrieverRerankOpts struct {
 	mineMargin          float64
 	steps, warmup       int
 	lr, minLR, wd, clip float64
+	headLR              float64
 	depth               int
 	seed                uint64
 	quiet               bool
@@ -60,6 +61,7 @@ func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
 	fs.IntVar(&o.warmup, "warmup", 30, "warmup steps")
 	fs.Float64Var(&o.lr, "lr", 1e-4, "peak learning rate")
 	fs.Float64Var(&o.minLR, "min-lr", 1e-5, "final learning rate")
+	fs.Float64Var(&o.headLR, "head-lr-scale", 100, "the score head's learning rate over the blocks'")
 	fs.Float64Var(&o.wd, "wd", 0.01, "weight decay (not on norms and embeddings)")
 	fs.Float64Var(&o.clip, "clip", 1, "global gradient-norm clip (0: none)")
 	fs.IntVar(&o.depth, "depth", 20, "candidates re-scored per query in the validation report")
@@ -90,7 +92,7 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	switch {
 	case o.data == "":
 		return usageError{"-data is required"}
-	case o.steps < 1 || o.groups < 1 || o.candidates < 2 || o.warmup < 0 || o.depth < 1:
+	case o.steps < 1 || o.groups < 1 || o.candidates < 2 || o.warmup < 0 || o.depth < 1 || o.headLR < 0:
 		return usageError{"-steps, -groups and -depth must be positive, -candidates at least 2, -warmup at least 0"}
 	case o.maxQuery < 1 || o.maxCode < 1:
 		return usageError{"-max-query and -max-code must be positive"}
@@ -167,8 +169,8 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	}
 	tr, err := rerank.NewTrainer(m, data, rerank.Options{
 		Groups: o.groups, Candidates: o.candidates,
-		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
-		Beta1:    0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed,
+		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps}, HeadLRScale: o.headLR,
+		Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed,
 	})
 	if err != nil {
 		return err

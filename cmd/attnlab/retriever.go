@@ -118,6 +118,7 @@ type retrieverEnv struct {
 
 	reranker *rerank.Model // nil without -reranker
 	depth    int           // candidates the reranker re-scores
+	fuse     bool          // fuse the first stage's and the reranker's ranks
 
 	bm25                *retrieve.BM25
 	index               *dense.Index
@@ -180,7 +181,9 @@ func reranked(first string) func(e *retrieverEnv) (retrieve.Ranker, time.Duratio
 		if err != nil {
 			return nil, 0, err
 		}
-		return rerank.NewRanker(e.reranker, r, e.codes, e.depth), build, nil
+		rr := rerank.NewRanker(e.reranker, r, e.codes, e.depth)
+		rr.Fuse = e.fuse
+		return rr, build, nil
 	}
 }
 
@@ -221,6 +224,7 @@ type retrieverEvalOpts struct {
 	data, systems, model, writeIndex string
 	reranker                         string
 	depth                            int
+	fuse                             bool
 	eval                             retrieve.EvalOptions
 }
 
@@ -233,6 +237,7 @@ func retrieverEvalFlags() (*flag.FlagSet, *retrieverEvalOpts) {
 	fs.StringVar(&o.writeIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
 	fs.StringVar(&o.reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the systems with +rerank")
 	fs.IntVar(&o.depth, "rerank-depth", 20, "first-stage candidates the reranker re-scores per query")
+	fs.BoolVar(&o.fuse, "rerank-fuse", false, "order the re-scored candidates by reciprocal rank fusion of their first-stage and reranker ranks")
 	fs.IntVar(&o.eval.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")
 	fs.Uint64Var(&o.eval.Seed, "seed", 1, "seed of the distractor draw")
 	fs.IntVar(&o.eval.Workers, "workers", 0, "queries evaluated in parallel (0: GOMAXPROCS); 1 for undisturbed timings")
@@ -393,7 +398,7 @@ func runRetrieverEval(args []string, stdout io.Writer) error {
 	if len(pairs) == 0 {
 		return fmt.Errorf("%s holds no pairs", o.data)
 	}
-	env := &retrieverEnv{pairs: pairs, depth: o.depth}
+	env := &retrieverEnv{pairs: pairs, depth: o.depth, fuse: o.fuse}
 	if o.model != "" {
 		if env.model, err = loadDenseModel(o.model); err != nil {
 			return err

@@ -472,6 +472,12 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 		}
 	}
 
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-systems", "bm25+rerank",
+		"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-rerank-fuse", "-candidates", "6")
+	if code != 0 || !strings.Contains(stdout, "bm25+rerank") {
+		t.Errorf("eval -rerank-fuse exited %d\n%s\n%s", code, stdout, stderr)
+	}
+
 	// bad input: a reranker folder that is a dual encoder's; +rerank without -reranker
 	for _, args := range [][]string{
 		{"-reranker", filepath.Join(out, "model")},
