@@ -181,55 +181,27 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 		return err
 	}
 
-	bar := newBar(o.steps, "", o.quiet)
-	var csv strings.Builder
-	csv.WriteString("step,loss,accuracy,lr,grad_norm,pairs,tokens,seconds\n")
-	trainStart := time.Now()
-	var first, last rerank.StepResult
-	var tokens int
-	var stopErr error
 	curves := filepath.Join(o.out, "rerank-curves.csv")
-	for tr.Step < o.steps {
-		if ctx.Err() != nil {
-			stopErr = errors.New("interrupted")
-			break
-		}
+	run, err := stepLoop(ctx, o.steps, tr.Step, func() (loopStep, error) {
 		res, err := tr.TrainStep()
-		if err != nil {
-			return err
-		}
-		if res.Step == 1 {
-			first = res
-		}
-		last = res
-		tokens += res.Tokens
-		fmt.Fprintf(&csv, "%d,%.6f,%.4f,%.6g,%.6g,%d,%d,%.2f\n", res.Step, res.Loss, res.Accuracy, res.LR, res.GradNorm, res.Pairs, res.Tokens, time.Since(trainStart).Seconds())
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("loss %.3f  acc %.2f  %5.0f tok/s", res.Loss, res.Accuracy, float64(tokens)/time.Since(trainStart).Seconds()))
-			bar.Set(res.Step)
-		}
-		if res.Step%50 == 0 {
-			if err := writeFileAtomic(curves, []byte(csv.String())); err != nil {
-				return err
-			}
-		}
-	}
-	trainTime := time.Since(trainStart)
-	if tr.Step == 0 {
-		fmt.Fprintf(stdout, "%v at step 0: nothing trained, nothing saved\n", stopErr)
-		return errFailed
-	}
-	if err := writeFileAtomic(curves, []byte(csv.String())); err != nil {
+		return loopStep{Step: res.Step, Loss: res.Loss, Accuracy: res.Accuracy, Tokens: res.Tokens,
+			Row: fmt.Sprintf("%d,%.6f,%.4f,%.6g,%.6g,%d,%d", res.Step, res.Loss, res.Accuracy, res.LR, res.GradNorm, res.Pairs, res.Tokens)}, err
+	}, "step,loss,accuracy,lr,grad_norm,pairs,tokens", curves, o.quiet)
+	if err != nil {
 		return err
+	}
+	if tr.Step == 0 {
+		fmt.Fprintf(stdout, "%v at step 0: nothing trained, nothing saved\n", run.Stopped)
+		return errFailed
 	}
 	dir := filepath.Join(o.out, "reranker")
 	if err := m.Save(dir); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "trained %d steps in %.0f s (%.0f tokens/s); loss %.3f → %.3f, group accuracy %.2f → %.2f\n",
-		tr.Step, trainTime.Seconds(), float64(tokens)/trainTime.Seconds(), first.Loss, last.Loss, first.Accuracy, last.Accuracy)
-	if stopErr != nil {
-		fmt.Fprintf(stdout, "%v at step %d: the reranker so far is saved in %s\n", stopErr, tr.Step, dir)
+		tr.Step, run.Time.Seconds(), float64(run.Tokens)/run.Time.Seconds(), run.First.Loss, run.Last.Loss, run.First.Accuracy, run.Last.Accuracy)
+	if run.Stopped != nil {
+		fmt.Fprintf(stdout, "%v at step %d: the reranker so far is saved in %s\n", run.Stopped, tr.Step, dir)
 		return errFailed
 	}
 

@@ -623,57 +623,27 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 		params, o.dim, o.layers, o.heads, o.kvHeads, o.ffn, o.batch, o.hard, o.tau, map[bool]string{true: " learned", false: " fixed"}[o.learnTau],
 		map[bool]string{true: "symmetric", false: "query→code"}[o.symmetric], o.steps)
 
-	bar := newBar(o.steps, "", o.quiet)
-	var csv strings.Builder
-	csv.WriteString("step,loss,accuracy,lr,grad_norm,tau,docs,tokens,seconds\n")
-	trainStart := time.Now()
-	var first, last dense.StepResult
-	var tokens int
-	var stopErr error
-	for tr.Step < o.steps {
-		if ctx.Err() != nil {
-			stopErr = errors.New("interrupted")
-			break
-		}
+	run, err := stepLoop(ctx, o.steps, tr.Step, func() (loopStep, error) {
 		res, err := tr.TrainStep()
-		if err != nil {
-			return err
-		}
-		if res.Step == 1 {
-			first = res
-		}
-		last = res
-		tokens += res.Tokens
-		fmt.Fprintf(&csv, "%d,%.6f,%.4f,%.6g,%.6g,%.6g,%d,%d,%.2f\n", res.Step, res.Loss, res.Accuracy, res.LR, res.GradNorm, res.Tau, res.Docs, res.Tokens, time.Since(trainStart).Seconds())
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("loss %.3f  acc %.2f  %5.0f tok/s", res.Loss, res.Accuracy, float64(tokens)/time.Since(trainStart).Seconds()))
-			bar.Set(res.Step)
-		}
-		if res.Step%50 == 0 {
-			if err := writeFileAtomic(filepath.Join(o.out, "curves.csv"), []byte(csv.String())); err != nil {
-				return err
-			}
-		}
-	}
-	trainTime := time.Since(trainStart)
-	m.Settings.Tau = tr.Tau
-	if err := writeFileAtomic(filepath.Join(o.out, "curves.csv"), []byte(csv.String())); err != nil {
+		return loopStep{Step: res.Step, Loss: res.Loss, Accuracy: res.Accuracy, Tokens: res.Tokens,
+			Row: fmt.Sprintf("%d,%.6f,%.4f,%.6g,%.6g,%.6g,%d,%d", res.Step, res.Loss, res.Accuracy, res.LR, res.GradNorm, res.Tau, res.Docs, res.Tokens)}, err
+	}, "step,loss,accuracy,lr,grad_norm,tau,docs,tokens", filepath.Join(o.out, "curves.csv"), o.quiet)
+	if err != nil {
 		return err
 	}
+	m.Settings.Tau = tr.Tau
 	modelDir := filepath.Join(o.out, "model")
 	if tr.Step == 0 {
-		fmt.Fprintf(stdout, "%v at step 0: nothing trained, nothing saved\n", stopErr)
+		fmt.Fprintf(stdout, "%v at step 0: nothing trained, nothing saved\n", run.Stopped)
 		return errFailed
 	}
 	if err := m.Save(modelDir); err != nil {
 		return err
 	}
-	{
-		fmt.Fprintf(stdout, "trained %d steps in %.0f s (%.0f tokens/s); loss %.3f → %.3f, in-batch accuracy %.2f → %.2f\n",
-			tr.Step, trainTime.Seconds(), float64(tokens)/trainTime.Seconds(), first.Loss, last.Loss, first.Accuracy, last.Accuracy)
-	}
-	if stopErr != nil {
-		fmt.Fprintf(stdout, "%v at step %d: the model so far is saved in %s\n", stopErr, tr.Step, modelDir)
+	fmt.Fprintf(stdout, "trained %d steps in %.0f s (%.0f tokens/s); loss %.3f → %.3f, in-batch accuracy %.2f → %.2f\n",
+		tr.Step, run.Time.Seconds(), float64(run.Tokens)/run.Time.Seconds(), run.First.Loss, run.Last.Loss, run.First.Accuracy, run.Last.Accuracy)
+	if run.Stopped != nil {
+		fmt.Fprintf(stdout, "%v at step %d: the model so far is saved in %s\n", run.Stopped, tr.Step, modelDir)
 		return errFailed
 	}
 
