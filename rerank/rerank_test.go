@@ -515,3 +515,20 @@ func TestLexicalFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestRankerConcurrent: Evaluate calls the ranker from several goroutines;
+// the shared caches give the same ranks as one goroutine does.
+func TestRankerConcurrent(t *testing.T) {
+	ps := pairs(12)
+	m := tinyReranker(t, ps)
+	codes, queries := make([]string, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		codes[i], queries[i] = p.Code, p.Query
+	}
+	first := retrieve.NewBM25(codes)
+	one := retrieve.Evaluate(NewRanker(m, first, codes, 5), queries, len(codes), retrieve.EvalOptions{Candidates: 8, Workers: 1})
+	many := retrieve.Evaluate(NewRanker(m, first, codes, 5), queries, len(codes), retrieve.EvalOptions{Candidates: 8, Workers: 4})
+	if fmt.Sprint(one.Ranks, one.CSNRanks) != fmt.Sprint(many.Ranks, many.CSNRanks) {
+		t.Errorf("ranks with 4 workers %v %v, with 1 %v %v", many.Ranks, many.CSNRanks, one.Ranks, one.CSNRanks)
+	}
+}
