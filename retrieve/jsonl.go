@@ -8,45 +8,26 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/attnlab/attnlab/internal/atomicfile"
 )
 
 // WriteJSONL writes pairs to path, one JSON object a line, atomically: the
 // file is written under a temporary name in the same folder and renamed when
 // complete, so path holds either the whole dataset or what it held before.
-func WriteJSONL(path string, pairs []Pair) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+func WriteJSONL(path string, pairs []Pair) error {
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // code is full of <, > and &
+		for _, p := range pairs {
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("retrieve: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // code is full of <, > and &
-	for _, p := range pairs {
-		if err := enc.Encode(p); err != nil {
-			return fmt.Errorf("retrieve: writing %s: %w", path, err)
-		}
-	}
-	if err := w.Flush(); err != nil {
 		return fmt.Errorf("retrieve: writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
-		return fmt.Errorf("retrieve: writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("retrieve: writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("retrieve: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("retrieve: %w", err)
 	}
 	return nil
 }

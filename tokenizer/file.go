@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/attnlab/attnlab/internal/atomicfile"
 )
 
 // FileFormat and FileVersion identify the tokenizer file format described
@@ -110,30 +111,16 @@ func (t *Tokenizer) WriteJSON(w io.Writer) error {
 // Save writes t to the file path, replacing it atomically: the data goes
 // to a temporary file in the same directory, which is synced and then
 // renamed to path. On error, path is left as it was.
-func (t *Tokenizer) Save(path string) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func (t *Tokenizer) Save(path string) error {
+	var werr error
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		werr = t.WriteJSON(w)
+		return werr
+	})
+	if werr != nil {
+		return werr
+	}
 	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := t.WriteJSON(f); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
 	return nil

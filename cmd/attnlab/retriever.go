@@ -678,28 +678,3 @@ func barFunc(bar *progressbar.ProgressBar) func(done int) {
 	}
 	return func(done int) { bar.Set(done) }
 }
-
-// writeFileAtomic writes data to path under a temporary name in the same
-// folder and renames it into place.
-func writeFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/attnlab/attnlab/internal/atomicfile"
 )
 
 // loopStep is what the training loop needs of one optimiser step.
@@ -55,14 +57,14 @@ func stepLoop(ctx context.Context, steps, done int, step func() (loopStep, error
 			bar.Set(res.Step)
 		}
 		if res.Step%50 == 0 {
-			if err := writeFileAtomic(curves, []byte(csv.String())); err != nil {
+			if err := atomicfile.WriteFile(curves, []byte(csv.String()), 0o644); err != nil {
 				return r, err
 			}
 		}
 	}
 	r.Time = time.Since(start)
 	if r.Last.Step > 0 {
-		if err := writeFileAtomic(curves, []byte(csv.String())); err != nil {
+		if err := atomicfile.WriteFile(curves, []byte(csv.String()), 0o644); err != nil {
 			return r, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"github.com/attnlab/attnlab/internal/plots"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/tokenizer"
@@ -328,7 +329,7 @@ func writeCurves(csvPath, pngPath string, curves []curve) error {
 			valS.X, valS.Y = append(valS.X, float64(c.step)), append(valS.Y, c.valLoss)
 		}
 	}
-	if err := writeAtomic(csvPath, []byte(b.String())); err != nil {
+	if err := atomicfile.WriteFile(csvPath, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
 	return plots.CurvesPNG(pngPath, "attnlab train", "step", "loss (nats/token)", []plots.Series{trainS, valS})
@@ -369,22 +370,4 @@ func readCurves(path string, step int) []curve {
 		}
 	}
 	return out
-}
-
-// writeAtomic writes data to a temporary file beside path, then renames it.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -158,37 +157,9 @@ func renderPNG(p *plot.Plot) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeFileAtomic writes data to a temporary file next to path and renames
-// it to path, removing the temporary file on any error.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return fmt.Errorf("plots: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("plots: %w", err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("plots: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("plots: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("plots: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
+// writeFileAtomic writes data to path atomically (see package atomicfile).
+func writeFileAtomic(path string, data []byte) error {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
 	return nil
