@@ -3,11 +3,11 @@ package dense
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/safetensors"
 )
@@ -82,44 +82,17 @@ func (x *Index) Save(dir string) error {
 	f.Metadata[fingerprintKey] = fp
 	f.SetF32(embeddingsTensor, []int{len(x.Docs), x.Flat.D}, x.Flat.Vecs)
 
-	parent := filepath.Dir(filepath.Clean(dir))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	err = atomicfile.ReplaceDir(dir, func(tmp string) error {
+		if err := safetensors.WriteFile(filepath.Join(tmp, EmbeddingsFile), f); err != nil {
+			return err
+		}
+		if err := retrieve.WriteJSONL(filepath.Join(tmp, CorpusFile), x.Docs); err != nil {
+			return err
+		}
+		return x.Model.Save(filepath.Join(tmp, EncoderDir))
+	})
 	if err != nil {
 		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	defer os.RemoveAll(tmp) // a no-op once renamed
-	if err := safetensors.WriteFile(filepath.Join(tmp, EmbeddingsFile), f); err != nil {
-		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	if err := retrieve.WriteJSONL(filepath.Join(tmp, CorpusFile), x.Docs); err != nil {
-		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	if err := x.Model.Save(filepath.Join(tmp, EncoderDir)); err != nil {
-		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	// Move an existing index aside, put the new one in place, then delete
-	// the old one: at no moment is a half-written index at dir.
-	var old string
-	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return fmt.Errorf("dense: save index %s: %w", dir, err)
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if old != "" {
-			os.Rename(old, dir)
-		}
-		return fmt.Errorf("dense: save index %s: %w", dir, err)
-	}
-	if old != "" {
-		os.RemoveAll(old)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
 )
@@ -46,41 +47,20 @@ func (m *Model[T]) Save(dir string, p *Params[T], extra map[string][]byte) error
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("model: save %s: %w", dir, err)
-	}
-	defer os.RemoveAll(tmp) // a no-op once renamed
 	files := map[string][]byte{ConfigFile: append(cfg, '\n'), WeightsFile: weights}
 	for name, data := range extra {
 		files[name] = data
 	}
-	for name, data := range files {
-		if err := writeSynced(filepath.Join(tmp, name), data); err != nil {
-			return fmt.Errorf("model: save %s: %w", dir, err)
+	err = atomicfile.ReplaceDir(dir, func(tmp string) error {
+		for name, data := range files {
+			if err := writeSynced(filepath.Join(tmp, name), data); err != nil {
+				return err
+			}
 		}
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("model: save %s: %w", dir, err)
-	}
-	// Move an existing checkpoint aside, put the new one in place, then
-	// delete the old one: at no moment is a half-written checkpoint at dir.
-	var old string
-	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return fmt.Errorf("model: save %s: %w", dir, err)
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if old != "" {
-			os.Rename(old, dir)
-		}
-		return fmt.Errorf("model: save %s: %w", dir, err)
-	}
-	if old != "" {
-		os.RemoveAll(old)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -614,9 +615,9 @@ func TestWriteFileFailureKeepsOld(t *testing.T) {
 
 	t.Run("write error", func(t *testing.T) {
 		injected := errors.New("disk full")
-		defer func(w func(*os.File, []byte) error) { writeData = w }(writeData)
-		writeData = func(f *os.File, b []byte) error {
-			f.Write(b[:len(b)/2])
+		defer func(w func(io.Writer, []byte) error) { writeData = w }(writeData)
+		writeData = func(w io.Writer, b []byte) error {
+			w.Write(b[:len(b)/2])
 			return injected
 		}
 		err := WriteFile(path, sample())

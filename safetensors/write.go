@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/attnlab/attnlab/internal/atomicfile"
 )
 
 // MarshalBinary encodes f in the safetensors format.
@@ -124,8 +125,8 @@ func (f *File) MarshalBinary() ([]byte, error) {
 
 // writeData writes b to the temporary file; tests replace it to
 // simulate a failing disk.
-var writeData = func(f *os.File, b []byte) error {
-	_, err := f.Write(b)
+var writeData = func(w io.Writer, b []byte) error {
+	_, err := w.Write(b)
 	return err
 }
 
@@ -142,41 +143,8 @@ func WriteFile(path string, f *File) (err error) {
 	if err != nil {
 		return &fileError{path, err}
 	}
-	perm := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-		perm = fi.Mode().Perm()
-	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return writeData(w, data) }); err != nil {
 		return &fileError{path, err}
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			err = &fileError{path, err}
-		}
-	}()
-	if err := writeData(tmp, data); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), perm); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// Make the rename durable where the platform allows it.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

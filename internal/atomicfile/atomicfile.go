@@ -63,3 +63,41 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		return err
 	})
 }
+
+// ReplaceDir builds the directory dir whole: fill writes its contents into
+// a fresh temporary directory beside dir, which is then given permissions
+// 0755 and renamed into place. An existing dir is moved aside first and
+// removed after, so at no moment is a half-written directory at dir, and
+// on error dir is left as it was (or put back). The error of fill, or of
+// the renames, is returned as is.
+func ReplaceDir(dir string, fill func(tmp string) error) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return err
+	}
+	var old string
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir)
+		}
+		return err
+	}
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return nil
+}

@@ -46,3 +46,37 @@ func TestWriteReplacesWhole(t *testing.T) {
 		t.Error("writing into a missing folder: no error")
 	}
 }
+
+func TestReplaceDir(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "ckpt")
+	fill := func(content string) func(string) error {
+		return func(tmp string) error { return os.WriteFile(filepath.Join(tmp, "a"), []byte(content), 0o644) }
+	}
+	if err := ReplaceDir(dir, fill("one")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := ReplaceDir(dir, func(tmp string) error {
+		fill("half")(tmp)
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("error %v, want fill's", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "one" {
+		t.Fatalf("after a failed fill the directory holds %q, want %q", b, "one")
+	}
+	if err := ReplaceDir(dir, fill("two")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "two" {
+		t.Fatalf("the directory holds %q, want %q", b, "two")
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v, want 0755", fi.Mode())
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+		t.Errorf("%d entries beside the directory, want none left over", len(entries)-1)
+	}
+}
