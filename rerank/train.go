@@ -122,6 +122,7 @@ type Trainer struct {
 	cur      *train.Cursor
 	rng      *rand.Rand
 	spare    map[int][]*dense.Acts[float32]
+	dOut     []float32 // scratch: ∂L/∂(token vectors) of one sequence
 }
 
 // NewTrainer returns a trainer of m on data.
@@ -236,8 +237,12 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 			if a == nil {
 				continue
 			}
-			dOut := make([]float32, len(a.Out))
-			pool.Backward(dOut, dp[k*F:k*F+D], pa[k], nq, a.Valid, 1, a.T) // the lexical features are inputs: no gradient
+			if cap(t.dOut) < len(a.Out) {
+				t.dOut = make([]float32, len(a.Out))
+			}
+			dOut := t.dOut[:len(a.Out)]
+			clear(dOut) // PairPool.Backward adds into it; the lexical features are inputs and get no gradient
+			pool.Backward(dOut, dp[k*F:k*F+D], pa[k], nq, a.Valid, 1, a.T)
 			m.Enc.Backward(t.grads, a, dOut)
 			t.spare[a.T] = append(t.spare[a.T], a) // free for the next group
 		}
