@@ -230,3 +230,49 @@ func TestSegmentsEncodeApart(t *testing.T) {
 		t.Error("segments shorter than the sequence: no error")
 	}
 }
+
+// TestSegmentsGrad differentiates a loss through ForwardSegments, with one
+// isolated block, with respect to every weight in float64; and shows the
+// check fails when the backward sees other masks than the forward did (the
+// isolated blocks' backward run with attention across parts).
+func TestSegmentsGrad(t *testing.T) {
+	e := tinyEncoder[float64](t, 11)
+	e.Isolated = 1
+	seq := []int{3, 1, 4, 22, 1, 5, 9, 2}
+	segs := []int{0, 0, 0, 2, 1, 1, 1, 1}
+	D := e.Model.Config.HiddenSize
+	g := make([]float64, 8*D) // a fixed random readout of every token vector
+	for i := range g {
+		g[i] = math.Sin(float64(3*i + 1))
+	}
+	a := e.NewActs(1, 8)
+	loss := func() float64 {
+		if err := e.ForwardSegments(a, [][]int{seq}, [][]int{segs}); err != nil {
+			t.Fatal(err)
+		}
+		var l float64
+		for i, v := range a.Out {
+			l += v * g[i]
+		}
+		return l
+	}
+	check := func(backIsolated int) error {
+		loss()
+		e.Isolated = backIsolated
+		grads := e.Model.NewParams()
+		e.Backward(grads, a, g)
+		e.Isolated = 1
+		var params []gradcheck.Param
+		pt, gt := e.Model.Tensors(e.Params), e.Model.Tensors(grads)
+		for i := range pt {
+			params = append(params, gradcheck.Param{Name: pt[i].Name, X: pt[i].Data, Grad: gt[i].Data})
+		}
+		return gradcheck.Check(loss, params, gradcheck.Options{Precise: true, Eps: 2e-4, Abs: 1e-10, Rel: 1e-7, MaxPerParam: 30}).Err()
+	}
+	if err := check(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(0); err == nil {
+		t.Error("a backward that lets the parts attend to each other in the isolated block passed the finite-difference check")
+	}
+}
