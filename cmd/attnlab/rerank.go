@@ -17,7 +17,6 @@ import (
 	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/rerank"
 	"github.com/attnlab/attnlab/retrieve"
-	"github.com/attnlab/attnlab/train"
 )
 
 type retrieverRerankOpts struct {
@@ -31,12 +30,11 @@ type retrieverRerankOpts struct {
 	std                 float64
 	mineDepth           int
 	mineMargin          float64
-	steps, warmup       int
-	lr, minLR, wd, clip float64
-	headLR              float64
-	depth               int
-	seed                uint64
-	quiet               bool
+	optimFlags
+	headLR float64
+	depth  int
+	seed   uint64
+	quiet  bool
 }
 
 func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
@@ -57,13 +55,8 @@ func retrieverRerankFlags() (*flag.FlagSet, *retrieverRerankOpts) {
 	fs.IntVar(&o.randomNegs, "random-negatives", 0, "negatives drawn uniformly from the training code per query, added to the mined ones")
 	fs.IntVar(&o.mineDepth, "mine-depth", 30, "results of each first stage examined per query when mining")
 	fs.Float64Var(&o.mineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")
-	fs.IntVar(&o.steps, "steps", 500, "optimiser steps")
-	fs.IntVar(&o.warmup, "warmup", 30, "warmup steps")
-	fs.Float64Var(&o.lr, "lr", 1e-4, "peak learning rate")
-	fs.Float64Var(&o.minLR, "min-lr", 1e-5, "final learning rate")
+	o.register(fs, 500, 30, 1e-4, 1e-5)
 	fs.Float64Var(&o.headLR, "head-lr-scale", 100, "the score head's learning rate over the blocks'")
-	fs.Float64Var(&o.wd, "wd", 0.01, "weight decay (not on norms and embeddings)")
-	fs.Float64Var(&o.clip, "clip", 1, "global gradient-norm clip (0: none)")
 	fs.IntVar(&o.depth, "depth", 20, "candidates re-scored per query in the validation report")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the query order and the negatives drawn")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bars")
@@ -169,7 +162,7 @@ func runRetrieverRerank(ctx context.Context, args []string, stdout io.Writer) er
 	}
 	tr, err := rerank.NewTrainer(m, data, rerank.Options{
 		Groups: o.groups, Candidates: o.candidates,
-		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps}, HeadLRScale: o.headLR,
+		Schedule: o.schedule(), HeadLRScale: o.headLR,
 		Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed,
 	})
 	if err != nil {

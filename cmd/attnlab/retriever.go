@@ -22,7 +22,6 @@ import (
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/rerank"
 	"github.com/attnlab/attnlab/retrieve"
-	"github.com/attnlab/attnlab/train"
 )
 
 var retrieverCmd = register(&command{
@@ -481,19 +480,19 @@ func goRoot() string {
 }
 
 type retrieverTrainOpts struct {
-	data, out, indexData     string
-	text                     string
-	vocab, dim, layers       int
-	heads, kvHeads, ffn      int
-	maxQuery, maxCode        int
-	batch, hard, mineDepth   int
-	mineMargin, tau          float64
-	learnTau, symmetric      bool
-	chunk                    int
-	steps, warmup            int
-	lr, minLR, wd, clip, std float64
-	seed                     uint64
-	quiet                    bool
+	data, out, indexData   string
+	text                   string
+	vocab, dim, layers     int
+	heads, kvHeads, ffn    int
+	maxQuery, maxCode      int
+	batch, hard, mineDepth int
+	mineMargin, tau        float64
+	learnTau, symmetric    bool
+	chunk                  int
+	optimFlags
+	std   float64
+	seed  uint64
+	quiet bool
 }
 
 func retrieverTrainFlags() (*flag.FlagSet, *retrieverTrainOpts) {
@@ -519,12 +518,7 @@ func retrieverTrainFlags() (*flag.FlagSet, *retrieverTrainOpts) {
 	fs.BoolVar(&o.learnTau, "learn-tau", false, "learn the temperature (as log τ, kept ≥ 0.01)")
 	fs.BoolVar(&o.symmetric, "symmetric", true, "add the code→query direction to the loss (-symmetric=false: queries→code only)")
 	fs.IntVar(&o.chunk, "chunk", 0, "sequences whose activations are kept at once in the backward (GradCache): each sequence is encoded a second time, the gradients are the same bit for bit; 0: the whole step")
-	fs.IntVar(&o.steps, "steps", 800, "optimiser steps")
-	fs.IntVar(&o.warmup, "warmup", 50, "warmup steps")
-	fs.Float64Var(&o.lr, "lr", 1e-3, "peak learning rate")
-	fs.Float64Var(&o.minLR, "min-lr", 1e-4, "final learning rate")
-	fs.Float64Var(&o.wd, "wd", 0.01, "weight decay (not on norms and embeddings)")
-	fs.Float64Var(&o.clip, "clip", 1, "global gradient-norm clip (0: none)")
+	o.register(fs, 800, 50, 1e-3, 1e-4)
 	fs.Float64Var(&o.std, "init-std", 0.02, "standard deviation of the initial weights")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of initialisation and batch order")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
@@ -609,7 +603,7 @@ func runRetrieverTrain(ctx context.Context, args []string, stdout io.Writer) err
 	data := dense.NewData(m, trainPairs, negs)
 	tr, err := dense.NewTrainer(m.Enc, data, dense.Options{
 		Batch: o.batch, HardNegatives: o.hard, Tau: o.tau, LearnTau: o.learnTau, Symmetric: o.symmetric,
-		Schedule: train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
+		Schedule: o.schedule(),
 		Beta1:    0.9, Beta2: 0.999, Eps: 1e-8, WD: o.wd, Clip: o.clip, Seed: o.seed, Chunk: o.chunk,
 	})
 	if err != nil {

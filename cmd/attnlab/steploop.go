@@ -3,12 +3,36 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
+	"github.com/attnlab/attnlab/train"
 )
+
+// optimFlags are the optimiser flags of retriever train and rerank.
+type optimFlags struct {
+	steps, warmup       int
+	lr, minLR, wd, clip float64
+}
+
+// register defines the flags on fs with the given defaults (weight decay
+// 0.01, clip 1).
+func (o *optimFlags) register(fs *flag.FlagSet, steps, warmup int, lr, minLR float64) {
+	fs.IntVar(&o.steps, "steps", steps, "optimiser steps")
+	fs.IntVar(&o.warmup, "warmup", warmup, "warmup steps")
+	fs.Float64Var(&o.lr, "lr", lr, "peak learning rate")
+	fs.Float64Var(&o.minLR, "min-lr", minLR, "final learning rate")
+	fs.Float64Var(&o.wd, "wd", 0.01, "weight decay (not on norms and embeddings)")
+	fs.Float64Var(&o.clip, "clip", 1, "global gradient-norm clip (0: none)")
+}
+
+// schedule returns warmup and cosine decay from lr to min-lr over the steps.
+func (o optimFlags) schedule() train.Schedule {
+	return train.Schedule{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps}
+}
 
 // loopStep is what the training loop needs of one optimiser step.
 type loopStep struct {
