@@ -2,6 +2,7 @@ package dense
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/model"
@@ -170,4 +171,33 @@ func (e *Encoder[T]) Backward(g *model.Params[T], a *Acts[T], dOut []T) {
 		}
 	}
 	nn.Embedding[T]{V: c.VocabSize, D: D}.Backward(g.Embed, a.dx, a.Tokens)
+}
+
+// Padded returns the length a sequence of n tokens is encoded at when
+// encoded alone: n rounded up to a multiple of 16, so that few distinct
+// shapes occur and their activations can be reused.
+func Padded(n int) int { return (n + 15) &^ 15 }
+
+// ActsCache keeps activations for one sequence (B = 1) by padded length,
+// for reuse from call to call. It is safe for concurrent use; the zero
+// value is ready.
+type ActsCache[T nn.Float] struct {
+	pools sync.Map // padded length → *sync.Pool of *Acts[T]
+}
+
+// Get returns activations of e for a sequence of n tokens, padded to
+// Padded(n).
+func (c *ActsCache[T]) Get(e *Encoder[T], n int) *Acts[T] {
+	if p, ok := c.pools.Load(Padded(n)); ok {
+		if a, ok := p.(*sync.Pool).Get().(*Acts[T]); ok {
+			return a
+		}
+	}
+	return e.NewActs(1, Padded(n))
+}
+
+// Put returns a to the cache.
+func (c *ActsCache[T]) Put(a *Acts[T]) {
+	p, _ := c.pools.LoadOrStore(a.T, &sync.Pool{})
+	p.(*sync.Pool).Put(a)
 }

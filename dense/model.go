@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/retrieve"
@@ -56,24 +55,11 @@ type Model struct {
 	Tok      *tokenizer.Tokenizer
 	Settings Settings
 
-	pools sync.Map // bucketed length → *sync.Pool of *Acts[float32] (B = 1)
+	acts ActsCache[float32]
 }
 
 // Dim returns the width of the embeddings.
 func (m *Model) Dim() int { return m.Enc.Model.Config.HiddenSize }
-
-// bucket rounds a length up to a multiple of 16, the padded length a
-// sequence is encoded at; fewer distinct shapes let activations be reused.
-func bucket(n int) int { return (n + 15) &^ 15 }
-
-func (m *Model) acts(Tn int) (*Acts[float32], *sync.Pool) {
-	p, _ := m.pools.LoadOrStore(Tn, &sync.Pool{})
-	pool := p.(*sync.Pool)
-	if a, ok := pool.Get().(*Acts[float32]); ok {
-		return a, pool
-	}
-	return m.Enc.NewActs(1, Tn), pool
-}
 
 // Prepare returns the text the tokenizer reads for text (see TextTerms).
 func (s Settings) Prepare(text string) string {
@@ -97,8 +83,8 @@ func (m *Model) Tokens(text string, max int) []int {
 // dst[:Dim()]. It returns the encoder's error for ids it cannot take.
 func (m *Model) EmbedTokens(dst []float32, ids []int) error {
 	D := m.Dim()
-	a, pool := m.acts(bucket(len(ids)))
-	defer pool.Put(a)
+	a := m.acts.Get(m.Enc, len(ids))
+	defer m.acts.Put(a)
 	if err := m.Enc.Forward(a, [][]int{ids}); err != nil {
 		return err
 	}
@@ -213,7 +199,7 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("dense: %s: %w", filepath.Join(dir, SettingsFile), err)
 	}
 	switch {
-	case s.MaxQuery < 1 || s.MaxCode < 1 || bucket(max(s.MaxQuery, s.MaxCode)) > mod.Config.MaxPositionEmbeddings:
+	case s.MaxQuery < 1 || s.MaxCode < 1 || Padded(max(s.MaxQuery, s.MaxCode)) > mod.Config.MaxPositionEmbeddings:
 		return nil, fmt.Errorf("dense: %s: max_query_tokens %d, max_code_tokens %d: want >= 1 and, rounded up to 16, at most max_position_embeddings = %d",
 			SettingsFile, s.MaxQuery, s.MaxCode, mod.Config.MaxPositionEmbeddings)
 	case s.Text != "" && s.Text != TextRaw && s.Text != TextTerms:
@@ -233,7 +219,7 @@ func New(cfg model.Config, tok *tokenizer.Tokenizer, s Settings, std float64, se
 	if tok.VocabSize() > cfg.VocabSize {
 		return nil, fmt.Errorf("dense: the tokenizer has %d ids, the model %d", tok.VocabSize(), cfg.VocabSize)
 	}
-	if need := bucket(max(s.MaxQuery, s.MaxCode)); need > cfg.MaxPositionEmbeddings {
+	if need := Padded(max(s.MaxQuery, s.MaxCode)); need > cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("dense: sequences of up to %d tokens (padded), beyond max_position_embeddings = %d", need, cfg.MaxPositionEmbeddings)
 	}
 	m, err := model.New[float32](cfg)

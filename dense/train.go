@@ -141,7 +141,7 @@ func newActsPool(enc *Encoder[float32], last map[int][]*Acts[float32]) *actsPool
 // encode runs the encoder on one sequence and returns its activations,
 // which stay the caller's until put.
 func (p *actsPool) encode(ids []int) (*Acts[float32], error) {
-	Tn := bucket(len(ids))
+	Tn := Padded(len(ids))
 	var a *Acts[float32]
 	if s := p.free[Tn]; len(s) > 0 {
 		a, p.free[Tn] = s[len(s)-1], s[:len(s)-1]

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/model"
@@ -61,8 +60,8 @@ type Model struct {
 	Tok      *tokenizer.Tokenizer
 	Settings Settings
 
-	sep   int
-	pools sync.Map // padded length → *sync.Pool of *dense.Acts[float32]
+	sep  int
+	acts dense.ActsCache[float32]
 }
 
 // Dim returns the width of the encoder.
@@ -141,10 +140,6 @@ func (m *Model) features(f []float32, pa *retrieve.PairPoolActs[float32], a *den
 // MaxLen returns the longest pair sequence: query, separator and code.
 func (m *Model) MaxLen() int { return m.Settings.MaxQuery + 1 + m.Settings.MaxCode }
 
-// bucket rounds a length up to a multiple of 16, the padded length a
-// sequence is encoded at.
-func bucket(n int) int { return (n + 15) &^ 15 }
-
 // Tokens returns the ids of text prepared as the settings say, truncated to
 // max and never empty (as dense.Model.Tokens).
 func (m *Model) Tokens(text string, max int) []int {
@@ -177,22 +172,13 @@ func (m *Model) segments(nq, n int) []int {
 	return s
 }
 
-func (m *Model) acts(Tn int) (*dense.Acts[float32], *sync.Pool) {
-	p, _ := m.pools.LoadOrStore(Tn, &sync.Pool{})
-	pool := p.(*sync.Pool)
-	if a, ok := pool.Get().(*dense.Acts[float32]); ok {
-		return a, pool
-	}
-	return m.Enc.NewActs(1, Tn), pool
-}
-
 // ScoreTokens returns the relevance of a code document to a query, both
 // already tokenised and truncated.
 func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 	D := m.Dim()
 	seq := m.Pair(query, code)
-	a, pool := m.acts(bucket(len(seq)))
-	defer pool.Put(a)
+	a := m.acts.Get(m.Enc, len(seq))
+	defer m.acts.Put(a)
 	if err := m.Enc.ForwardSegments(a, [][]int{seq}, [][]int{m.segments(len(query), len(seq))}); err != nil {
 		return 0, err
 	}
@@ -233,7 +219,7 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std f
 	src := d.Enc.Model.Config
 	cfg := src
 	cfg.NumHiddenLayers += cross
-	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, bucket(maxQuery+1+maxCode))
+	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, dense.Padded(maxQuery+1+maxCode))
 	mod, err := model.New[float32](cfg)
 	if err != nil {
 		return nil, err
@@ -274,7 +260,7 @@ func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer
 		return nil, fmt.Errorf("rerank: the tokenizer has no special token %q to separate query and code", s.Separator)
 	case tok.VocabSize() > c.VocabSize:
 		return nil, fmt.Errorf("rerank: the tokenizer has %d ids, the model %d", tok.VocabSize(), c.VocabSize)
-	case s.MaxQuery < 1 || s.MaxCode < 1 || bucket(s.MaxQuery+1+s.MaxCode) > c.MaxPositionEmbeddings:
+	case s.MaxQuery < 1 || s.MaxCode < 1 || dense.Padded(s.MaxQuery+1+s.MaxCode) > c.MaxPositionEmbeddings:
 		return nil, fmt.Errorf("rerank: max_query_tokens %d, max_code_tokens %d: want >= 1 and pairs (rounded up to 16) within max_position_embeddings = %d",
 			s.MaxQuery, s.MaxCode, c.MaxPositionEmbeddings)
 	case s.Text != dense.TextRaw && s.Text != dense.TextTerms:

@@ -261,7 +261,7 @@ func testTrainerGradient(t *testing.T, lexical bool) {
 			extra = append(extra, ex)
 		}
 		for _, s := range seqs {
-			Tn = max(Tn, bucket(len(s)))
+			Tn = max(Tn, dense.Padded(len(s)))
 		}
 		groups = append(groups, seqs)
 	}

@@ -207,7 +207,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 				continue
 			}
 			seq := m.Pair(t.Data.Queries[i], t.Data.Codes[cands[k]])
-			Tn := bucket(len(seq))
+			Tn := dense.Padded(len(seq))
 			a := t.take(Tn)
 			if err := m.Enc.ForwardSegments(a, [][]int{seq}, [][]int{m.segments(nq[0], len(seq))}); err != nil {
 				return StepResult{}, err
