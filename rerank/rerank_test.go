@@ -59,6 +59,21 @@ func tinyReranker(t testing.TB, ps []retrieve.Pair) *Model {
 	return r
 }
 
+// trainSteps trains m for steps steps of 4 groups of 3 on ps, every other
+// pair a negative.
+func trainSteps(t *testing.T, m *Model, ps []retrieve.Pair, steps int) {
+	t.Helper()
+	tr, err := NewTrainer(m, NewData(m, ps, allNegatives(len(ps))), options(4, 3, steps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range steps {
+		if _, err := tr.TrainStep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func allNegatives(n int) [][]int {
 	negs := make([][]int, n)
 	for i := range negs {
@@ -330,15 +345,7 @@ func TestTrainerLearns(t *testing.T) {
 func TestSaveLoad(t *testing.T) {
 	ps := pairs(8)
 	m := tinyReranker(t, ps)
-	tr, err := NewTrainer(m, NewData(m, ps, allNegatives(len(ps))), options(4, 3, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if _, err := tr.TrainStep(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trainSteps(t, m, ps, 3)
 	dir := filepath.Join(t.TempDir(), "rr")
 	if err := m.Save(dir); err != nil {
 		t.Fatal(err)
@@ -386,15 +393,7 @@ func (f first) Score(_ string, docs []int, scores []float64) {
 func TestRankerReordersTheTop(t *testing.T) {
 	ps := pairs(8)
 	m := tinyReranker(t, ps)
-	tr, err := NewTrainer(m, NewData(m, ps, allNegatives(len(ps))), options(4, 3, 5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 5 {
-		if _, err := tr.TrainStep(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trainSteps(t, m, ps, 5)
 	codes := make([]string, len(ps))
 	for i, p := range ps {
 		codes[i] = p.Code
