@@ -7,9 +7,12 @@ package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 )
 
 // Write replaces the file at path with what write writes (buffered), with
@@ -100,4 +103,37 @@ func ReplaceDir(dir string, fill func(tmp string) error) error {
 		os.RemoveAll(old)
 	}
 	return nil
+}
+
+// stale matches the names of the temporaries Write and ReplaceDir make:
+// ".NAME.tmp123" (a file), ".NAME.tmp-123" (a folder) and ".NAME.tmp-123.old"
+// (the folder a ReplaceDir moved aside).
+var stale = regexp.MustCompile(`^\..+\.tmp-?[0-9]+(\.old)?$`)
+
+// IsTemporary reports whether name is that of a temporary file or folder
+// of this package.
+func IsTemporary(name string) bool { return stale.MatchString(name) }
+
+// CleanStale removes the temporaries that a process killed in the middle of
+// a Write or ReplaceDir left in dir, and returns their names. A missing dir
+// holds none.
+func CleanStale(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !IsTemporary(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, nil
 }
