@@ -81,6 +81,54 @@ func writeSynced(path string, data []byte) error {
 	return f.Close()
 }
 
+// ReadKind returns what the checkpoint at dir was trained as: its config's
+// attnlab_kind or, in a checkpoint written before kinds were recorded,
+// what its files say (the dual encoder's dense.json, the reranker's
+// rerank.json; neither: a language model).
+func ReadKind(dir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return "", fmt.Errorf("model: %w", err)
+	}
+	var c struct {
+		Kind string `json:"attnlab_kind"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", fmt.Errorf("model: %s: %w", filepath.Join(dir, ConfigFile), err)
+	}
+	if c.Kind != "" {
+		return c.Kind, nil
+	}
+	for file, kind := range map[string]string{"dense.json": KindDualEncoder, "rerank.json": KindReranker} {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			return kind, nil
+		}
+	}
+	return KindLM, nil
+}
+
+// CheckKind returns an error naming dir and both kinds unless dir holds a
+// checkpoint of kind want.
+func CheckKind(dir, want string) error {
+	got, err := ReadKind(dir)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("model: %s holds a %s checkpoint, not a %s", dir, got, want)
+	}
+	return nil
+}
+
+// LoadLM is Load for a language model: it refuses a checkpoint of another
+// kind (a dual encoder's weights would "generate" gibberish).
+func LoadLM[T nn.Float](dir string) (*Model[T], *Params[T], error) {
+	if err := CheckKind(dir, KindLM); err != nil {
+		return nil, nil, err
+	}
+	return Load[T](dir)
+}
+
 // Load reads a checkpoint directory written by Save or by Hugging Face
 // (config.json and model.safetensors, F32 or F64). Every expected tensor
 // must be present with its shape, and no other tensor may be; errors name the
@@ -132,6 +180,14 @@ func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 			t.Data[i] = T(v)
 		}
 	}
+	// A tied checkpoint may also store the head, as transformers does when
+	// it saves without deduplicating: it must then be the embedding.
+	if m.Config.TieWordEmbeddings && f.Has("lm_head.weight") {
+		if err := sameTensor(f, "lm_head.weight", "model.embed_tokens.weight"); err != nil {
+			return fmt.Errorf("%w, though config has tie_word_embeddings = true", err)
+		}
+		want["lm_head.weight"] = true
+	}
 	var extra []string
 	for _, name := range f.Names() {
 		if !want[name] {
@@ -144,6 +200,27 @@ func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 			hint = " (config has tie_word_embeddings = true)"
 		}
 		return fmt.Errorf("unexpected tensor %q%s%s", extra[0], more(len(extra)-1), hint)
+	}
+	return nil
+}
+
+// sameTensor reports, as an error, how tensor a of f differs from b.
+func sameTensor(f *safetensors.File, a, b string) error {
+	x, xs, err := f.Float64(a)
+	if err != nil {
+		return err
+	}
+	y, ys, err := f.Float64(b)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(xs, ys) {
+		return fmt.Errorf("tensor %q has shape %v, %q %v", a, xs, b, ys)
+	}
+	for i := range x {
+		if x[i] != y[i] {
+			return fmt.Errorf("tensor %q differs from %q (element %d: %g against %g)", a, b, i, x[i], y[i])
+		}
 	}
 	return nil
 }

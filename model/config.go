@@ -22,7 +22,20 @@ type Config struct {
 	TieWordEmbeddings     bool    `json:"tie_word_embeddings"`
 	BOSTokenID            *int    `json:"bos_token_id,omitempty"`
 	EOSTokenID            *int    `json:"eos_token_id,omitempty"`
+	// Kind is what attnlab trained the weights as (KindLM, KindDualEncoder,
+	// KindReranker); Hugging Face keeps the field as an attribute it does not
+	// use. Empty in checkpoints written elsewhere.
+	Kind string `json:"attnlab_kind,omitempty"`
 }
+
+// The kinds of checkpoint attnlab writes. The same weights can be loaded
+// as any of them, but mean something only as what they were trained to be:
+// commands refuse another kind.
+const (
+	KindLM          = "language-model"
+	KindDualEncoder = "dual-encoder"
+	KindReranker    = "reranker"
+)
 
 // Head returns the per-head dimension.
 func (c Config) Head() int {
@@ -102,10 +115,17 @@ func ParseConfig(data []byte) (Config, error) {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return Config{}, fmt.Errorf("model: config.json: %w", err)
 	}
+	// LlamaConfig's defaults for the fields a config may leave out:
+	// num_key_value_heads = num_attention_heads (no GQA),
+	// max_position_embeddings = 2048, rms_norm_eps = 1e-6, rope_theta =
+	// 10000. A field that is present is taken as written, 0 included.
 	type plain Config
-	var c plain
+	c := plain{MaxPositionEmbeddings: 2048, RMSNormEps: 1e-6, RopeTheta: 10000, NumKeyValueHeads: -1}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Config{}, fmt.Errorf("model: config.json: %w", err)
+	}
+	if c.NumKeyValueHeads == -1 {
+		c.NumKeyValueHeads = c.NumAttentionHeads
 	}
 	switch {
 	case j.ModelType != "" && j.ModelType != "llama":
@@ -118,11 +138,5 @@ func ParseConfig(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("model: config.json rope_scaling is set: not supported by this model")
 	}
 	cfg := Config(c)
-	if cfg.RMSNormEps == 0 {
-		cfg.RMSNormEps = 1e-6 // LlamaConfig's default
-	}
-	if cfg.RopeTheta == 0 {
-		cfg.RopeTheta = 10000 // LlamaConfig's default
-	}
 	return cfg, cfg.Validate()
 }

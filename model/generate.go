@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -117,8 +118,10 @@ type GenerateOptions struct {
 // decoded one token per step through a KV cache. emit, when not nil, is
 // called with each new token as it is chosen (streaming). Rows draw from
 // their own random generators, so a row's continuation does not depend on
-// the other rows of the batch. It returns the new tokens of every row.
-func (m *Model[T]) Generate(p *Params[T], prompts [][]int, o GenerateOptions, emit func(row, token int)) ([][]int, error) {
+// the other rows of the batch. It returns the new tokens of every row; when
+// ctx is done it stops before the next token and returns those so far with
+// ctx's error.
+func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, o GenerateOptions, emit func(row, token int)) ([][]int, error) {
 	if err := o.Sampling.Validate(); err != nil {
 		return nil, err
 	}
@@ -160,6 +163,9 @@ func (m *Model[T]) Generate(p *Params[T], prompts [][]int, o GenerateOptions, em
 	last := make([]float64, V)
 	next, nextValid := make([]int, B), make([]bool, B)
 	for step := range o.MaxNew {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
 		M := L
 		if step > 0 {
 			M = 1

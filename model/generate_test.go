@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -17,7 +18,7 @@ func TestBatchedGenerationEqualsOneByOne(t *testing.T) {
 	for _, s := range []Sampling{{}, {Temperature: 0.8, TopK: 5, TopP: 0.9, RepetitionPenalty: 1.3, RepetitionWindow: 4, Seed: 11}} {
 		o := GenerateOptions{MaxNew: 6, EOS: -1, Sampling: s}
 		var streamed []string
-		batch, err := m.Generate(p, prompts, o, func(r, tok int) { streamed = append(streamed, fmt.Sprint(r, ":", tok)) })
+		batch, err := m.Generate(context.Background(), p, prompts, o, func(r, tok int) { streamed = append(streamed, fmt.Sprint(r, ":", tok)) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +31,7 @@ func TestBatchedGenerationEqualsOneByOne(t *testing.T) {
 			if s.Temperature != 0 && r != 0 {
 				continue // a lone prompt draws from row 0's generator
 			}
-			alone, err := m.Generate(p, [][]int{pr}, o, nil)
+			alone, err := m.Generate(context.Background(), p, [][]int{pr}, o, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,8 +48,8 @@ func TestSampledRowsAreIndependentOfTheBatch(t *testing.T) {
 	m.Init(p, 0.5, 7)
 	s := Sampling{Temperature: 1, Seed: 3}
 	o := GenerateOptions{MaxNew: 8, EOS: -1, Sampling: s}
-	a, _ := m.Generate(p, [][]int{{3, 9, 4}, {5}}, o, nil)
-	b, _ := m.Generate(p, [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}}, o, nil)
+	a, _ := m.Generate(context.Background(), p, [][]int{{3, 9, 4}, {5}}, o, nil)
+	b, _ := m.Generate(context.Background(), p, [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}}, o, nil)
 	if fmt.Sprint(a[0]) != fmt.Sprint(b[0]) {
 		t.Errorf("row 0 depends on row 1: %v vs %v", a[0], b[0])
 	}
@@ -58,9 +59,9 @@ func TestGenerateStopsAtEOS(t *testing.T) {
 	m, _ := New[float64](tinyConfig(false))
 	p := m.NewParams()
 	m.Init(p, 0.5, 7)
-	free, _ := m.Generate(p, [][]int{{3, 9, 4}}, GenerateOptions{MaxNew: 6, EOS: -1}, nil)
+	free, _ := m.Generate(context.Background(), p, [][]int{{3, 9, 4}}, GenerateOptions{MaxNew: 6, EOS: -1}, nil)
 	eos := free[0][2]
-	stopped, _ := m.Generate(p, [][]int{{3, 9, 4}}, GenerateOptions{MaxNew: 6, EOS: eos}, nil)
+	stopped, _ := m.Generate(context.Background(), p, [][]int{{3, 9, 4}}, GenerateOptions{MaxNew: 6, EOS: eos}, nil)
 	want := free[0][:3]
 	if i := indexOf(free[0], eos); i < 2 {
 		want = free[0][:i+1]
@@ -93,7 +94,7 @@ func TestGenerateErrors(t *testing.T) {
 		{[][]int{{}}, GenerateOptions{MaxNew: 1}, "prompt 0 is empty"},
 		{[][]int{{1}}, GenerateOptions{MaxNew: 1, Sampling: Sampling{TopP: 2}}, "top-p"},
 	} {
-		_, err := m.Generate(p, tc.prompts, tc.o, nil)
+		_, err := m.Generate(context.Background(), p, tc.prompts, tc.o, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}

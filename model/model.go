@@ -191,6 +191,24 @@ func (b *Batch) Check(m Config) error {
 			return fmt.Errorf("model: batch %s has %d entries, want B*T = %d", s.name, s.n, n)
 		}
 	}
+	// One rule for segments: a document is contiguous. An id that comes
+	// back after another would join two documents in attention while
+	// positions restart at each change.
+	if b.Seg != nil {
+		for r := range b.B {
+			seen := map[int]bool{}
+			for t := range b.T {
+				i := r*b.T + t
+				if t > 0 && b.Seg[i] == b.Seg[i-1] {
+					continue
+				}
+				if seen[b.Seg[i]] {
+					return fmt.Errorf("model: batch seg: row %d: segment id %d reappears at position %d after segment %d; a segment must be contiguous", r, b.Seg[i], t, b.Seg[i-1])
+				}
+				seen[b.Seg[i]] = true
+			}
+		}
+	}
 	for i, p := range b.Positions() {
 		if p < 0 || p >= m.MaxPositionEmbeddings {
 			return fmt.Errorf("model: token %d (row %d) has position %d, outside [0, max_position_embeddings = %d)", i, i/b.T, p, m.MaxPositionEmbeddings)
