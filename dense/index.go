@@ -1,6 +1,7 @@
 package dense
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -32,12 +33,16 @@ type Index struct {
 
 // NewIndex embeds the code of docs with m. progress, if not nil, is called
 // with the number of documents done.
-func NewIndex(m *Model, docs []retrieve.Pair, progress func(done int)) *Index {
+func NewIndex(ctx context.Context, m *Model, docs []retrieve.Pair, progress func(done int)) (*Index, error) {
 	codes := make([]string, len(docs))
 	for i, p := range docs {
 		codes[i] = p.Code
 	}
-	return &Index{Model: m, Docs: docs, Flat: &retrieve.Flat{D: m.Dim(), Vecs: m.EmbedCodes(codes, progress)}}
+	vecs, err := m.EmbedCodes(ctx, codes, progress)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{Model: m, Docs: docs, Flat: &retrieve.Flat{D: m.Dim(), Vecs: vecs}}, nil
 }
 
 // Search returns the k documents nearest to the query, best first, and

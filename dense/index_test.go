@@ -1,6 +1,7 @@
 package dense
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ func tinyModel(t *testing.T, pairs []retrieve.Pair) *Model {
 func TestIndexSaveLoad(t *testing.T) {
 	pairs := tinyPairs()
 	m := tinyModel(t, pairs)
-	x := NewIndex(m, pairs, nil)
+	x, _ := NewIndex(context.Background(), m, pairs, nil)
 	dir := filepath.Join(t.TempDir(), "index")
 	if err := x.Save(dir); err != nil {
 		t.Fatal(err)

@@ -2,10 +2,12 @@ package dense
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -79,6 +81,21 @@ func (m *Model) Tokens(text string, max int) []int {
 	return ids[:min(len(ids), max)]
 }
 
+// ErrNoTerms is returned for a query in which the encoder reads nothing:
+// its embedding would be that of an empty text, the same for every such
+// query, and its results meaningless.
+var ErrNoTerms = errors.New("dense: the query has nothing the encoder reads")
+
+// CheckQuery returns an error wrapping ErrNoTerms when the encoder reads
+// nothing of text (with -text terms: no word of two letters or more that is
+// not a stop word).
+func (m *Model) CheckQuery(text string) error {
+	if len(m.Tok.Encode([]byte(m.Settings.Prepare(text)))) == 0 {
+		return fmt.Errorf("query %q: %w (it reads %s)", text, ErrNoTerms, m.Settings.Text)
+	}
+	return nil
+}
+
 // EmbedTokens writes the unit embedding of one sequence of ids into
 // dst[:Dim()]. It returns the encoder's error for ids it cannot take.
 func (m *Model) EmbedTokens(dst []float32, ids []int) error {
@@ -124,16 +141,19 @@ func (e encoderFunc) Encode(dst []float32, s string) { e.f(dst, s) }
 
 // EmbedCodes embeds every code document into an (N, D) matrix, calling
 // progress (if not nil) with the number done after each one.
-func (m *Model) EmbedCodes(codes []string, progress func(done int)) []float32 {
+func (m *Model) EmbedCodes(ctx context.Context, codes []string, progress func(done int)) ([]float32, error) {
 	D := m.Dim()
 	out := make([]float32, len(codes)*D)
 	for i, c := range codes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		m.EmbedCode(out[i*D:(i+1)*D], c)
 		if progress != nil {
 			progress(i + 1)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Fingerprint returns the SHA-256, in hex, of what decides the model's
@@ -176,6 +196,9 @@ func (m *Model) Save(dir string) error {
 
 // Load reads a checkpoint directory written by Save.
 func Load(dir string) (*Model, error) {
+	if err := model.CheckKind(dir, model.KindDualEncoder); err != nil {
+		return nil, err
+	}
 	mod, p, err := model.Load[float32](dir)
 	if err != nil {
 		return nil, err
@@ -216,6 +239,7 @@ func Load(dir string) (*Model, error) {
 // standard deviation std, the tokenizer tok and settings s.
 func New(cfg model.Config, tok *tokenizer.Tokenizer, s Settings, std float64, seed uint64) (*Model, error) {
 	cfg.TieWordEmbeddings = true
+	cfg.Kind = model.KindDualEncoder
 	if tok.VocabSize() > cfg.VocabSize {
 		return nil, fmt.Errorf("dense: the tokenizer has %d ids, the model %d", tok.VocabSize(), cfg.VocabSize)
 	}
@@ -244,4 +268,13 @@ func TrainTokenizer(pairs []retrieve.Pair, vocab int, s Settings) (*tokenizer.To
 		docs = append(docs, []byte(s.Prepare(p.Code)), []byte(s.Prepare(p.Query)))
 	}
 	return tokenizer.Train(docs, vocab, tokenizer.Options{})
+}
+
+// LoadFolder reads a dual-encoder checkpoint folder, or the encoder of an
+// index folder (Index.Save).
+func LoadFolder(dir string) (*Model, error) {
+	if _, err := os.Stat(filepath.Join(dir, EncoderDir, SettingsFile)); err == nil {
+		dir = filepath.Join(dir, EncoderDir)
+	}
+	return Load(dir)
 }

@@ -1,7 +1,6 @@
 package dense
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -120,7 +119,7 @@ type StepResult struct {
 
 // ErrNonFinite is returned by TrainStep when the loss or gradient is NaN or
 // infinite; the weights are left as they were before the step.
-var ErrNonFinite = errors.New("dense: non-finite loss or gradient")
+var ErrNonFinite = train.ErrNonFinite // one policy for every trainer: see train.Loop
 
 // actsPool hands out the activations of a step's sequences, one Acts (a
 // batch of one) per sequence at its padded length. An Acts given back is
@@ -252,7 +251,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	q, d := emb[:B*D], emb[B*D:]
 	l := loss.Forward(la, q, d, tau, mask)
 	if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
-		return StepResult{}, ErrNonFinite
+		return StepResult{}, fmt.Errorf("dense: step %d: %w", t.Step+1, ErrNonFinite)
 	}
 	acc := 0
 	for i := range B {
@@ -315,7 +314,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 
 	norm := train.ClipGradNorm(t.params, o.Clip)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return StepResult{}, ErrNonFinite
+		return StepResult{}, fmt.Errorf("dense: step %d: %w", t.Step+1, ErrNonFinite)
 	}
 	lr := o.Schedule.At(t.Step)
 	t.adam.Update(t.params, lr)

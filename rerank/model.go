@@ -218,6 +218,7 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std f
 	}
 	src := d.Enc.Model.Config
 	cfg := src
+	cfg.Kind = model.KindReranker
 	cfg.NumHiddenLayers += cross
 	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, dense.Padded(maxQuery+1+maxCode))
 	mod, err := model.New[float32](cfg)
@@ -313,6 +314,9 @@ func Load(dir string) (*Model, error) {
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	if err := model.CheckKind(dir, model.KindReranker); err != nil {
+		return nil, err
 	}
 	mod, p, err := model.Load[float32](dir)
 	if err != nil {

@@ -1,6 +1,7 @@
 package rerank
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -452,7 +453,7 @@ func TestRankerReordersTheTop(t *testing.T) {
 func TestMineDenseAndMerge(t *testing.T) {
 	ps := pairs(10)
 	ps[4].Query = ps[1].Query // a shared query: never a negative of the other
-	x := dense.NewIndex(tinyDense(t, ps), ps, nil)
+	x, _ := dense.NewIndex(context.Background(), tinyDense(t, ps), ps, nil)
 	negs := MineDense(x, ps, 3, 10)
 	for i, l := range negs {
 		if len(l) != 3 {
@@ -525,8 +526,8 @@ func TestRankerConcurrent(t *testing.T) {
 		codes[i], queries[i] = p.Code, p.Query
 	}
 	first := retrieve.NewBM25(codes)
-	one := retrieve.Evaluate(NewRanker(m, first, codes, 5), queries, len(codes), retrieve.EvalOptions{Candidates: 8, Workers: 1})
-	many := retrieve.Evaluate(NewRanker(m, first, codes, 5), queries, len(codes), retrieve.EvalOptions{Candidates: 8, Workers: 4})
+	one, _ := retrieve.Evaluate(context.Background(), NewRanker(m, first, codes, 5), queries, len(codes), retrieve.EvalOptions{Candidates: 8, Workers: 1})
+	many, _ := retrieve.Evaluate(context.Background(), NewRanker(m, first, codes, 5), queries, len(codes), retrieve.EvalOptions{Candidates: 8, Workers: 4})
 	if fmt.Sprint(one.Ranks, one.CSNRanks) != fmt.Sprint(many.Ranks, many.CSNRanks) {
 		t.Errorf("ranks with 4 workers %v %v, with 1 %v %v", many.Ranks, many.CSNRanks, one.Ranks, one.CSNRanks)
 	}

@@ -1,7 +1,6 @@
 package rerank
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -165,7 +164,7 @@ type StepResult struct {
 
 // ErrNonFinite is returned by TrainStep when the loss or gradient is NaN or
 // infinite; the weights are left as they were before the step.
-var ErrNonFinite = errors.New("rerank: non-finite loss or gradient")
+var ErrNonFinite = train.ErrNonFinite // one policy for every trainer: see train.Loop
 
 // TrainStep runs one optimiser step on the next G queries.
 func (t *Trainer) TrainStep() (StepResult, error) {
@@ -250,11 +249,11 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	res.Loss = loss / float64(G)
 	res.Accuracy /= float64(G)
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-		return StepResult{}, ErrNonFinite
+		return StepResult{}, fmt.Errorf("rerank: step %d: %w", t.Step+1, ErrNonFinite)
 	}
 	norm := train.ClipGradNorm(t.params, o.Clip)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return StepResult{}, ErrNonFinite
+		return StepResult{}, fmt.Errorf("rerank: step %d: %w", t.Step+1, ErrNonFinite)
 	}
 	res.LR = o.Schedule.At(t.Step)
 	res.GradNorm = norm

@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"context"
 	"go/build"
 	"path/filepath"
 	"sync"
@@ -22,7 +23,7 @@ func gorootDataset(b *testing.B) ([]Pair, Stats) {
 	b.Helper()
 	goroot.once.Do(func() {
 		src := filepath.Join(build.Default.GOROOT, "src")
-		goroot.train, goroot.val, goroot.test, goroot.stats, goroot.err = BuildDataset(src, Options{})
+		goroot.train, goroot.val, goroot.test, goroot.stats, goroot.err = BuildDataset(context.Background(), src, DefaultOptions())
 	})
 	if goroot.err != nil {
 		b.Skipf("no GOROOT source: %v", goroot.err)
@@ -35,7 +36,7 @@ func BenchmarkBuildDatasetGOROOT(b *testing.B) {
 	var st Stats
 	for b.Loop() {
 		var err error
-		if _, _, _, st, err = BuildDataset(src, Options{}); err != nil {
+		if _, _, _, st, err = BuildDataset(context.Background(), src, DefaultOptions()); err != nil {
 			b.Skipf("no GOROOT source: %v", err)
 		}
 	}
@@ -57,7 +58,7 @@ func BenchmarkBM25RankGOROOT(b *testing.B) {
 	test, _ := gorootDataset(b)
 	queries, codes := splitTexts(test)
 	x := NewBM25(codes)
-	m := Evaluate(x, queries, len(codes), EvalOptions{})
+	m := evaluate(x, queries, len(codes), EvalOptions{})
 	i := 0
 	for b.Loop() {
 		x.Rank(queries[i%len(queries)], 10)

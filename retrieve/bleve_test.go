@@ -41,6 +41,7 @@ package retrieve
 // is scorch in memory). TestBleveMemOnlyIgnoresBM25 pins that down.
 
 import (
+	"context"
 	"go/build"
 	"math"
 	"path/filepath"
@@ -175,7 +176,7 @@ func distinctIndexed(x *BM25, query string) []string {
 func bleveSample(t testing.TB) []Pair {
 	t.Helper()
 	src := filepath.Join(build.Default.GOROOT, "src", "encoding")
-	tr, va, te, _, err := BuildDataset(src, Options{})
+	tr, va, te, _, err := BuildDataset(context.Background(), src, DefaultOptions())
 	if err != nil {
 		t.Skipf("no Go source to sample: %v", err)
 	}

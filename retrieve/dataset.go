@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -30,29 +31,21 @@ type Pair struct {
 	Line    int    `json:"line"`    // line of the func keyword
 }
 
-// Options controls BuildDataset. The zero value means the defaults.
+// Options controls BuildDataset; DefaultOptions gives the usual values.
+// Every field is taken as set: a fraction of 0 puts no package in that
+// split.
 type Options struct {
-	ValFrac  float64 // fraction of the hash range of package paths for validation (default 0.1)
-	TestFrac float64 // fraction for test (default 0.1)
-	MinWords int     // shortest query kept, in words (default 3)
+	ValFrac  float64 // fraction of the hash range of package paths for validation
+	TestFrac float64 // fraction for test
+	MinWords int     // shortest query kept, in words
 
 	// Progress, if not nil, is called with the number of files read so
 	// far and their total, from the goroutine of BuildDataset.
 	Progress func(done, total int)
 }
 
-func (o Options) withDefaults() Options {
-	if o.ValFrac == 0 {
-		o.ValFrac = 0.1
-	}
-	if o.TestFrac == 0 {
-		o.TestFrac = 0.1
-	}
-	if o.MinWords == 0 {
-		o.MinWords = 3
-	}
-	return o
-}
+// DefaultOptions are 80/10/10 splits and queries of at least 3 words.
+func DefaultOptions() Options { return Options{ValFrac: 0.1, TestFrac: 0.1, MinWords: 3} }
 
 // Stats describes what BuildDataset saw and kept.
 type Stats struct {
@@ -102,18 +95,24 @@ var SplitNames = [3]string{"train", "val", "test"}
 // the next ValFrac, and to train otherwise, so no package contributes to two
 // splits and a package's split does not depend on the rest of the tree.
 //
-// It returns an error when src cannot be read or holds no usable pair.
-func BuildDataset(src string, opt Options) (train, val, test []Pair, st Stats, err error) {
-	opt = opt.withDefaults()
-	if opt.ValFrac < 0 || opt.TestFrac < 0 || opt.ValFrac+opt.TestFrac >= 1 {
-		return nil, nil, nil, st, fmt.Errorf("retrieve: split fractions val %g, test %g: want >= 0 with a sum below 1", opt.ValFrac, opt.TestFrac)
+// It returns an error when src cannot be read or holds no usable pair, and
+// ctx's error when ctx is done before the files are read.
+func BuildDataset(ctx context.Context, src string, opt Options) (train, val, test []Pair, st Stats, err error) {
+	if !(opt.ValFrac >= 0) || !(opt.TestFrac >= 0) || !(opt.ValFrac+opt.TestFrac <= 1) {
+		return nil, nil, nil, st, fmt.Errorf("retrieve: split fractions val %g, test %g: want >= 0 with a sum of at most 1", opt.ValFrac, opt.TestFrac)
+	}
+	if opt.MinWords < 1 {
+		return nil, nil, nil, st, fmt.Errorf("retrieve: shortest query %d words: want >= 1", opt.MinWords)
 	}
 	files, err := goFiles(src)
 	if err != nil {
 		return nil, nil, nil, st, err
 	}
 	st.Files = len(files)
-	parsed := parseAll(src, files, opt.Progress)
+	parsed := parseAll(ctx, src, files, opt.Progress)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, st, err
+	}
 
 	type key struct{ pkg, recv, name string }
 	seenDecl := map[key]bool{}
@@ -268,7 +267,7 @@ type parsedFile struct {
 
 // parseAll parses files on GOMAXPROCS goroutines and returns them in the
 // order given, so the pairs kept do not depend on scheduling.
-func parseAll(root string, files []string, progress func(done, total int)) []parsedFile {
+func parseAll(ctx context.Context, root string, files []string, progress func(done, total int)) []parsedFile {
 	out := make([]parsedFile, len(files))
 	next := make(chan int, 64)
 	var wg sync.WaitGroup
@@ -280,6 +279,9 @@ func parseAll(root string, files []string, progress func(done, total int)) []par
 		})
 	}
 	for i := range files {
+		if ctx.Err() != nil {
+			break
+		}
 		next <- i
 		if progress != nil && (i+1)%64 == 0 {
 			progress(i+1-len(next), len(files)) // files handed out and taken
@@ -390,4 +392,13 @@ func QueryFromDoc(doc, name string) string {
 		}
 	}
 	return q
+}
+
+// Packages is the number of packages that gave at least one pair.
+func (st Stats) Packages() int {
+	n := 0
+	for _, s := range st.Split {
+		n += s.Packages
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -118,7 +119,7 @@ func Gen() int { return 1 }
 
 func allPairs(t *testing.T, root string, opt Options) ([]Pair, Stats) {
 	t.Helper()
-	tr, va, te, st, err := BuildDataset(root, opt)
+	tr, va, te, st, err := BuildDataset(context.Background(), root, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func allPairs(t *testing.T, root string, opt Options) ([]Pair, Stats) {
 
 func TestBuildDatasetRules(t *testing.T) {
 	root := writeTree(t, handTree)
-	pairs, st := allPairs(t, root, Options{})
+	pairs, st := allPairs(t, root, DefaultOptions())
 	got := map[string]Pair{}
 	for _, p := range pairs {
 		got[p.ID] = p
@@ -246,7 +247,7 @@ func Two() int { return %d }
 
 func TestSplitByPackage(t *testing.T) {
 	root := writeTree(t, packageTree(60))
-	tr, va, te, st, err := BuildDataset(root, Options{})
+	tr, va, te, st, err := BuildDataset(context.Background(), root, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestSplitByPackage(t *testing.T) {
 	}
 
 	// Deterministic, and a package's split does not depend on the others.
-	tr2, va2, te2, _, err := BuildDataset(root, Options{})
+	tr2, va2, te2, _, err := BuildDataset(context.Background(), root, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestSplitByPackage(t *testing.T) {
 			delete(small, name)
 		}
 	}
-	tr3, va3, te3, _, err := BuildDataset(writeTree(t, small), Options{})
+	tr3, va3, te3, _, err := BuildDataset(context.Background(), writeTree(t, small), DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,13 +306,15 @@ func TestBuildDatasetErrors(t *testing.T) {
 		opt       Options
 		want      string
 	}{
-		{"empty folder", empty, Options{}, "no documented function or method in 0 .go files"},
-		{"nothing documented", undocumented, Options{}, "no documented function or method in 1 .go files"},
-		{"missing folder", filepath.Join(empty, "nosuch"), Options{}, "no such file"},
-		{"file", file, Options{}, "is not a directory"},
-		{"fractions", undocumented, Options{ValFrac: 0.5, TestFrac: 0.5}, "split fractions"},
+		{"empty folder", empty, DefaultOptions(), "no documented function or method in 0 .go files"},
+		{"nothing documented", undocumented, DefaultOptions(), "no documented function or method in 1 .go files"},
+		{"missing folder", filepath.Join(empty, "nosuch"), DefaultOptions(), "no such file"},
+		{"file", file, DefaultOptions(), "is not a directory"},
+		{"fractions", undocumented, Options{ValFrac: 0.6, TestFrac: 0.5, MinWords: 3}, "split fractions"},
+		{"negative fraction", undocumented, Options{ValFrac: -0.1, MinWords: 3}, "split fractions"},
+		{"min words", undocumented, Options{ValFrac: 0.1}, "shortest query"},
 	} {
-		_, _, _, _, err := BuildDataset(c.src, c.opt)
+		_, _, _, _, err := BuildDataset(context.Background(), c.src, c.opt)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line containing %q", c.name, err, c.want)
 		}
@@ -319,7 +322,7 @@ func TestBuildDatasetErrors(t *testing.T) {
 }
 
 func TestJSONLRoundTrip(t *testing.T) {
-	pairs, _ := allPairs(t, writeTree(t, handTree), Options{})
+	pairs, _ := allPairs(t, writeTree(t, handTree), DefaultOptions())
 	path := filepath.Join(t.TempDir(), "all.jsonl")
 	if err := WriteJSONL(path, pairs); err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func TestDenseAndHybridPlugIn(t *testing.T) {
 	dense := Dense{Query: enc, Index: NewFlat(enc, docs)}
 	hybrid := Fusion{Systems: []Ranker{NewBM25(docs), dense}}
 	for name, r := range map[string]Ranker{"dense": dense, "hybrid": hybrid} {
-		m := Evaluate(r, queries, len(docs), EvalOptions{})
+		m := evaluate(r, queries, len(docs), EvalOptions{})
 		if m.MRR10 != 1 || m.CSNMRR != 1 {
 			t.Errorf("%s: MRR@10 %g, CSN MRR %g; want 1 on this easy corpus", name, m.MRR10, m.CSNMRR)
 		}

@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -34,21 +35,24 @@ type EvalOptions struct {
 // top 10 of Rank; the CodeSearchNet ones at the Score of each query's
 // candidate set.
 type Metrics struct {
-	Queries, Docs int
+	Queries int `json:"queries"`
+	Docs    int `json:"docs"`
 
-	MRR10    float64 // mean of 1/rank, 0 beyond rank 10
-	Recall1  float64 // fraction of queries with the gold at rank 1
-	Recall5  float64 // … within the top 5
-	Recall10 float64 // … within the top 10
-	NDCG10   float64 // mean of 1/log2(1+rank), 0 beyond rank 10 (one relevant document: the ideal DCG is 1)
+	MRR10    float64 `json:"mrr10"`  // mean of 1/rank, 0 beyond rank 10
+	Recall1  float64 `json:"r1"`     // fraction of queries with the gold at rank 1
+	Recall5  float64 `json:"r5"`     // … within the top 5
+	Recall10 float64 `json:"r10"`    // … within the top 10
+	NDCG10   float64 `json:"ndcg10"` // mean of 1/log2(1+rank), 0 beyond rank 10 (one relevant document: the ideal DCG is 1)
 
-	CSNMRR        float64 // mean of 1/rank among the candidates
-	CSNCandidates int     // candidate set size used (less than asked when the corpus is small)
+	CSNMRR        float64 `json:"csn_mrr"`        // mean of 1/rank among the candidates
+	CSNCandidates int     `json:"csn_candidates"` // candidate set size used (less than asked when the corpus is small)
 
-	Ranks    []int // per query: rank of the gold in Rank(query, 10), 0 when absent
-	CSNRanks []int // per query: rank of the gold among its candidates
+	Ranks    []int `json:"-"` // per query: rank of the gold in Rank(query, 10), 0 when absent
+	CSNRanks []int `json:"-"` // per query: rank of the gold among its candidates
 
-	RankMean, RankP50, RankP95 time.Duration // wall time of one Rank call
+	RankMean time.Duration `json:"query_mean_ns"` // wall time of one Rank call
+	RankP50  time.Duration `json:"query_p50_ns"`
+	RankP95  time.Duration `json:"query_p95_ns"`
 }
 
 // Evaluate measures r on the task where query i is answered by document i
@@ -63,8 +67,9 @@ type Metrics struct {
 // of distractors scoring at least as high, so ties count against the system
 // (as CodeSearchNet's own evaluation does).
 //
-// It panics if len(queries) > nDocs.
-func Evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
+// When ctx is done, the queries not yet started are skipped and ctx's error
+// is returned. It panics if len(queries) > nDocs.
+func Evaluate(ctx context.Context, r Ranker, queries []string, nDocs int, opt EvalOptions) (Metrics, error) {
 	if len(queries) > nDocs {
 		panic(fmt.Sprintf("retrieve: Evaluate: %d queries but %d documents", len(queries), nDocs))
 	}
@@ -84,7 +89,7 @@ func Evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
 		CSNRanks:      make([]int, len(queries)),
 	}
 	if len(queries) == 0 {
-		return m
+		return m, nil
 	}
 	times := make([]time.Duration, len(queries))
 	next := make(chan int)
@@ -118,10 +123,16 @@ func Evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
 		})
 	}
 	for i := range queries {
+		if ctx.Err() != nil {
+			break
+		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return m, err
+	}
 
 	for i := range queries {
 		if k := m.Ranks[i]; k > 0 {
@@ -147,7 +158,7 @@ func Evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
 	m.RankMean = total / time.Duration(len(times))
 	m.RankP50 = times[len(times)/2]
 	m.RankP95 = times[min(len(times)-1, len(times)*95/100)]
-	return m
+	return m, nil
 }
 
 func b2f(b bool) float64 {

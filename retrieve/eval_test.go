@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -74,7 +75,7 @@ func TestEvaluateByHand(t *testing.T) {
 		{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 2},
 		{0, 1, 2, 4, 5, 6, 3},
 	})
-	m := Evaluate(r, queryNames(4), 12, EvalOptions{Candidates: 12})
+	m := evaluate(r, queryNames(4), 12, EvalOptions{Candidates: 12})
 	want := Metrics{
 		Queries: 4, Docs: 12,
 		MRR10:    (1 + 1.0/2 + 0 + 1.0/7) / 4,
@@ -115,8 +116,8 @@ func TestEvaluateCSNCandidates(t *testing.T) {
 	orders := make([][]int, 20)
 	a := rankerWithOrders(n, orders)
 	b := rankerWithOrders(n, orders)
-	ma := Evaluate(a, queryNames(20), n, EvalOptions{Candidates: 5, Seed: 7})
-	Evaluate(b, queryNames(20), n, EvalOptions{Candidates: 5, Seed: 7, Workers: 1})
+	ma := evaluate(a, queryNames(20), n, EvalOptions{Candidates: 5, Seed: 7})
+	evaluate(b, queryNames(20), n, EvalOptions{Candidates: 5, Seed: 7, Workers: 1})
 	if ma.CSNCandidates != 5 {
 		t.Errorf("CSNCandidates %d, want 5", ma.CSNCandidates)
 	}
@@ -130,7 +131,7 @@ func TestEvaluateCSNCandidates(t *testing.T) {
 		}
 	}
 	// The candidate set is capped by the corpus.
-	if m := Evaluate(a, queryNames(3), 3, EvalOptions{}); m.CSNCandidates != 3 {
+	if m := evaluate(a, queryNames(3), 3, EvalOptions{}); m.CSNCandidates != 3 {
 		t.Errorf("3 documents: %d candidates", m.CSNCandidates)
 	}
 }
@@ -139,13 +140,13 @@ func TestEvaluateTiesCountAgainst(t *testing.T) {
 	// Every document scores the same: the whole-corpus order is by index,
 	// and among candidates the gold is ranked below all its ties.
 	flat := &fixedRanker{score: [][]float64{make([]float64, 8), make([]float64, 8)}}
-	m := Evaluate(flat, queryNames(2), 8, EvalOptions{})
+	m := evaluate(flat, queryNames(2), 8, EvalOptions{})
 	if !slices.Equal(m.Ranks, []int{1, 2}) || !slices.Equal(m.CSNRanks, []int{8, 8}) {
 		t.Errorf("ranks %v, CSN ranks %v; want [1 2] and [8 8]", m.Ranks, m.CSNRanks)
 	}
 	// A NaN score counts against the system on either side.
 	nan := &fixedRanker{score: [][]float64{{math.NaN(), 1, 2}, {1, 1, math.NaN()}}}
-	if m := Evaluate(nan, queryNames(2), 3, EvalOptions{}); !slices.Equal(m.CSNRanks, []int{3, 3}) {
+	if m := evaluate(nan, queryNames(2), 3, EvalOptions{}); !slices.Equal(m.CSNRanks, []int{3, 3}) {
 		t.Errorf("NaN: CSN ranks %v, want [3 3]", m.CSNRanks)
 	}
 }
@@ -156,7 +157,7 @@ func TestEvaluatePanicsOnMoreQueriesThanDocuments(t *testing.T) {
 			t.Errorf("no panic")
 		}
 	}()
-	Evaluate(&fixedRanker{}, queryNames(3), 2, EvalOptions{})
+	evaluate(&fixedRanker{}, queryNames(3), 2, EvalOptions{})
 }
 
 func TestDistractors(t *testing.T) {
@@ -259,7 +260,16 @@ func ExampleEvaluate() {
 	for _, p := range pairs {
 		queries, codes = append(queries, p.Query), append(codes, p.Code)
 	}
-	m := Evaluate(NewBM25(codes), queries, len(codes), EvalOptions{})
+	m := evaluate(NewBM25(codes), queries, len(codes), EvalOptions{})
 	fmt.Printf("MRR@10 %.4f, R@1 %.4f, ranks %v\n", m.MRR10, m.Recall1, m.Ranks)
 	// Output: MRR@10 0.6667, R@1 0.6667, ranks [1 0 1]
+}
+
+// evaluate is Evaluate without a deadline.
+func evaluate(r Ranker, queries []string, nDocs int, opt EvalOptions) Metrics {
+	m, err := Evaluate(context.Background(), r, queries, nDocs, opt)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"runtime"
@@ -47,6 +48,12 @@ const pieceSize = 1 << 20
 // Train returns an error if vocabSize is too small to hold the byte and
 // special tokens, larger than 1<<24, or if a special token is invalid.
 func Train(docs [][]byte, vocabSize int, opt Options) (*Tokenizer, error) {
+	return TrainContext(context.Background(), docs, vocabSize, opt)
+}
+
+// TrainContext is [Train] that stops, with ctx's error, soon after ctx is
+// done.
+func TrainContext(ctx context.Context, docs [][]byte, vocabSize int, opt Options) (*Tokenizer, error) {
 	specials := opt.Specials
 	if specials == nil {
 		specials = []string{EndOfText}
@@ -65,8 +72,14 @@ func Train(docs [][]byte, vocabSize int, opt Options) (*Tokenizer, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	chunks, counts := countChunks(docs, workers)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	l := newLearner(chunks, counts)
-	merges := l.learn(vocabSize-reserved, max(opt.MinFrequency, 1))
+	merges := l.learn(ctx, vocabSize-reserved, max(opt.MinFrequency, 1))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if i := tokenBytesOverflow(merges); i >= 0 {
 		return nil, fmt.Errorf("tokenizer: merge %d makes the tokens longer than %d bytes in all; the corpus repeats very long chunks", i, maxTokenBytes)
 	}
@@ -263,10 +276,13 @@ func newLearner(chunks []string, counts []int64) *learner {
 }
 
 // learn performs up to n merges of pairs that occur at least minFreq
-// times and returns them.
-func (l *learner) learn(n int, minFreq int64) []Pair {
+// times and returns them; it stops early when ctx is done.
+func (l *learner) learn(ctx context.Context, n int, minFreq int64) []Pair {
 	merges := make([]Pair, 0, min(n, 1<<16)) // n may be far more than the corpus allows
 	for len(merges) < n {
+		if len(merges)%64 == 0 && ctx.Err() != nil {
+			break
+		}
 		// step 1: the most frequent pair, lowest key on ties
 		top, ok := l.pop()
 		if !ok || top.count < minFreq {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -125,6 +126,13 @@ type Windows struct {
 // window continues in the next one as a new segment. Without pack, each
 // document starts a window of its own, truncated to T tokens or padded.
 func Pack(docs []Document, enc Encoder, eos, T int, pack bool) *Windows {
+	w, _ := PackContext(context.Background(), docs, enc, eos, T, pack)
+	return w
+}
+
+// PackContext is [Pack] that stops, with ctx's error, soon after ctx is
+// done.
+func PackContext(ctx context.Context, docs []Document, enc Encoder, eos, T int, pack bool) (*Windows, error) {
 	w := &Windows{T: T}
 	var toks, seg []int
 	var valid []bool
@@ -136,7 +144,10 @@ func Pack(docs []Document, enc Encoder, eos, T int, pack bool) *Windows {
 		w.Tokens, w.Seg, w.Valid = append(w.Tokens, toks), append(w.Seg, seg), append(w.Valid, valid)
 		toks, seg, valid = nil, nil, nil
 	}
-	for _, d := range docs {
+	for k, d := range docs {
+		if k%64 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		ids := append(enc.Encode(d.Text), eos)
 		w.Bytes += len(d.Text)
 		if !pack {
@@ -168,7 +179,7 @@ func Pack(docs []Document, enc Encoder, eos, T int, pack bool) *Windows {
 	if !pack {
 		w.Seg = nil
 	}
-	return w
+	return w, nil
 }
 
 // Order returns the window order of an epoch: a permutation drawn from a

@@ -29,6 +29,9 @@ func Run(op string, in *safetensors.File, dtype string) (*safetensors.File, erro
 	if dtype != "float64" && dtype != "float32" {
 		return nil, fmt.Errorf("unknown dtype %q (want float64 or float32)", dtype)
 	}
+	if err := CheckFinite(in); err != nil {
+		return nil, err
+	}
 	switch op {
 	case "attention":
 		return runAttention(in, dtype)
@@ -232,4 +235,26 @@ func f32(x []float64) []float32 {
 		y[i] = float32(e)
 	}
 	return y
+}
+
+// CheckFinite returns an error naming the first tensor of in that holds a
+// NaN or an infinity, and where: an oracle fed such inputs would answer
+// NaN, which says nothing about the implementation compared with it.
+func CheckFinite(in *safetensors.File) error {
+	for _, name := range in.Names() {
+		t := in.Tensors[name]
+		if t.DType != safetensors.F32 && t.DType != safetensors.F64 {
+			continue
+		}
+		x, shape, err := in.Float64(name)
+		if err != nil {
+			return err
+		}
+		for i, v := range x {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("oracle: tensor %q holds %v at element %d (shape %v): inputs must be finite", name, v, i, shape)
+			}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,163 @@
+package codesearch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/rerank"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+// EvalOptions describe an evaluation of retrieval systems on a JSONL file.
+type EvalOptions struct {
+	Data     string   // JSONL file of pairs
+	Systems  []string // names of retrieve.SystemNames; nil: every system the models allow
+	Model    string   // dual-encoder checkpoint or index folder ("" none)
+	Reranker string   // reranker checkpoint ("" none)
+	Depth    int      // candidates the reranker re-scores
+
+	WriteIndex string // save the dense index of the file's code here ("" none)
+	Force      bool   // replace an existing WriteIndex folder
+
+	retrieve.EvalOptions
+}
+
+// Row is one system's measures.
+type Row struct {
+	System string `json:"system"`
+	retrieve.Metrics
+	BuildSeconds float64 `json:"index_seconds"`
+}
+
+// EvalResult is an evaluation's outcome.
+type EvalResult struct {
+	Data     string   `json:"data"`
+	Queries  int      `json:"queries"`
+	Packages int      `json:"packages"`
+	Warnings []string `json:"warnings,omitempty"`
+	Rows     []Row    `json:"rows"`
+	Index    string   `json:"index,omitempty"` // the folder written with WriteIndex
+}
+
+// MinDocs is the fewest documents for which top-10 measures mean anything:
+// with 10 or fewer, every gold is in the top 10 by construction.
+const MinDocs = 11
+
+// Systems returns the default systems for the given models: bm25, then the
+// dense ones with a model, then the reranked ones (unfused and fused) with a
+// reranker.
+func Systems(model, reranker bool) []string {
+	var out []string
+	for _, n := range retrieve.SystemNames() {
+		if retrieve.CheckSystem(n, model, reranker) == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Evaluate runs the evaluation o describes. Everything is checked before
+// any work; the index is written only after every system was measured.
+func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult, error) {
+	if o.Data == "" {
+		return nil, errors.New("codesearch: no data file")
+	}
+	if o.Systems == nil {
+		o.Systems = Systems(o.Model != "", o.Reranker != "")
+	}
+	for _, s := range o.Systems {
+		if err := retrieve.CheckSystem(s, o.Model != "", o.Reranker != ""); err != nil {
+			return nil, err
+		}
+	}
+	if o.Depth < 1 {
+		return nil, fmt.Errorf("codesearch: rerank depth %d: want >= 1", o.Depth)
+	}
+	if o.WriteIndex != "" {
+		if o.Model == "" {
+			return nil, errors.New("codesearch: writing an index needs a dense model")
+		}
+		if err := (output.Target{Path: o.WriteIndex, Replace: o.Force, Inputs: []string{o.Data, o.Model, o.Reranker}}).Dir(); err != nil {
+			return nil, err
+		}
+	}
+	pairs, err := retrieve.ReadJSONL(o.Data)
+	if err != nil {
+		return nil, err
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("codesearch: %s holds no pairs", o.Data)
+	}
+	res := &EvalResult{Data: o.Data, Queries: len(pairs)}
+	pkgs := map[string]bool{}
+	for _, p := range pairs {
+		pkgs[p.Package] = true
+	}
+	res.Packages = len(pkgs)
+	if len(pairs) < MinDocs {
+		w := fmt.Sprintf("%s holds %d pairs: with %d or fewer documents every gold is in the top 10, so R@10 is 1 and MRR@10 says little", o.Data, len(pairs), MinDocs-1)
+		res.Warnings = append(res.Warnings, w)
+		ev.Warn(w)
+	}
+
+	sys := retrieve.NewSystems(pairs)
+	var dm *dense.Model
+	var index *dense.Index
+	if o.Model != "" {
+		if dm, err = dense.LoadFolder(o.Model); err != nil {
+			return nil, err
+		}
+		sys.Dense = func(ctx context.Context) (retrieve.Ranker, error) {
+			x, err := dense.NewIndex(ctx, dm, pairs, ev.Count("embedding the code", len(pairs)))
+			if err != nil {
+				return nil, err
+			}
+			index = x
+			return x.Ranker(), nil
+		}
+	}
+	if o.Reranker != "" {
+		rm, err := rerank.Load(o.Reranker)
+		if err != nil {
+			return nil, err
+		}
+		sys.Rerank = func(first retrieve.Ranker, fused bool) retrieve.Ranker {
+			r := rerank.NewRanker(rm, first, sys.Codes, o.Depth)
+			r.Fuse = fused
+			return r
+		}
+	}
+	for _, name := range o.Systems {
+		s, err := sys.Get(ctx, name)
+		if err != nil {
+			return res, err
+		}
+		m, err := retrieve.Evaluate(ctx, s.Ranker, sys.Queries, len(sys.Codes), o.EvalOptions)
+		if err != nil {
+			return res, err
+		}
+		res.Rows = append(res.Rows, Row{System: name, Metrics: m, BuildSeconds: s.Build.Seconds()})
+	}
+	if o.WriteIndex != "" {
+		if index == nil {
+			if _, err := sys.Get(ctx, "dense"); err != nil {
+				return res, err
+			}
+		}
+		if err := index.Save(o.WriteIndex); err != nil {
+			return res, err
+		}
+		res.Index = o.WriteIndex
+	}
+	return res, nil
+}
+
+// Has reports whether the result has a row for system.
+func (r *EvalResult) Has(system string) bool {
+	return slices.ContainsFunc(r.Rows, func(x Row) bool { return x.System == system })
+}

@@ -1,0 +1,232 @@
+package dense
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+// Folders and files of a run of the dual encoder.
+const (
+	ModelDir   = "model"
+	IndexDir   = "index"
+	CurvesFile = "curves.csv"
+)
+
+// RunOptions describe a whole training run of the dual encoder.
+type RunOptions struct {
+	Data      string   // folder of train.jsonl and val.jsonl (retriever data's output)
+	IndexData []string // JSONL files whose code OUT/index holds (default DATA/test.jsonl)
+	Out       string   // the run folder: model, index, curves
+	Force     bool     // replace an Out that holds a run
+
+	Settings Settings     // text, sequence lengths, τ
+	Vocab    int          // tokenizer size
+	Model    model.Config // sizes of the encoder
+
+	Batch, HardNegatives int
+	MineDepth            int
+	MineMargin           float64
+	LearnTau, Symmetric  bool
+	Chunk                int
+
+	Steps, Warmup       int
+	LR, MinLR, WD, Clip float64
+	InitStd             float64
+	Seed                uint64
+}
+
+// Validate checks the options before any work.
+func (o RunOptions) Validate() error {
+	switch {
+	case o.Data == "":
+		return errors.New("no data folder")
+	case o.Steps < 1 || o.Batch < 2 || o.HardNegatives < 0 || o.Warmup < 0 || o.Chunk < 0:
+		return fmt.Errorf("steps %d, batch %d, hard-negatives %d, warmup %d, chunk %d: want steps >= 1, batch >= 2, the others >= 0",
+			o.Steps, o.Batch, o.HardNegatives, o.Warmup, o.Chunk)
+	case o.Settings.MaxQuery < 1 || o.Settings.MaxCode < 1:
+		return fmt.Errorf("max-query %d, max-code %d: want >= 1", o.Settings.MaxQuery, o.Settings.MaxCode)
+	case !(o.Settings.Tau > 0) || math.IsInf(o.Settings.Tau, 0):
+		return fmt.Errorf("tau %v: want a finite value > 0", o.Settings.Tau)
+	case o.Settings.Text != TextTerms && o.Settings.Text != TextRaw:
+		return fmt.Errorf("text %q: want %s or %s", o.Settings.Text, TextTerms, TextRaw)
+	case o.MineDepth < 1:
+		return fmt.Errorf("mine-depth %d: want >= 1", o.MineDepth)
+	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
+		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
+	}
+	if err := o.optim().Validate(); err != nil {
+		return err
+	}
+	return o.config().Validate()
+}
+
+func (o RunOptions) optim() train.Options {
+	return train.Options{Schedule: train.Schedule{Peak: o.LR, Min: o.MinLR, Warmup: o.Warmup, Total: o.Steps},
+		Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: o.WD, Clip: o.Clip}
+}
+
+func (o RunOptions) config() model.Config {
+	c := o.Model
+	c.VocabSize = o.Vocab
+	c.RMSNormEps, c.RopeTheta, c.TieWordEmbeddings = 1e-5, 10000, true
+	c.MaxPositionEmbeddings = Padded(max(o.Settings.MaxQuery, o.Settings.MaxCode))
+	return c
+}
+
+// RunResult is what a run did.
+type RunResult struct {
+	Params              int
+	Loop                train.LoopResult
+	Model, Index        string // the folders written
+	IndexDocs           int
+	ValPairs            int
+	ValDense, ValBM25   retrieve.Metrics
+	Tokenizer, Negative string // what the data preparation did, in words
+}
+
+// Run trains the dual encoder as o describes, then reports validation MRR@10
+// beside BM25's and writes the index of o.IndexData.
+//
+// An Out that holds a run is refused unless o.Force. An interrupt before
+// the first step writes nothing; after it, the model so far is saved and
+// ctx's error returned. A non-finite step saves nothing.
+func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	indexFiles := o.IndexData
+	if len(indexFiles) == 0 {
+		indexFiles = []string{filepath.Join(o.Data, "test.jsonl")}
+	}
+	if err := (output.Target{Path: o.Out, Replace: o.Force, Inputs: append([]string{o.Data}, indexFiles...)}).Dir(); err != nil {
+		return nil, err
+	}
+	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	valPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var indexPairs []retrieve.Pair
+	for _, f := range indexFiles {
+		ps, err := retrieve.ReadJSONL(f)
+		if err != nil {
+			return nil, err
+		}
+		indexPairs = append(indexPairs, ps...)
+	}
+	if len(trainPairs) < o.Batch {
+		return nil, fmt.Errorf("dense: %s: %d pairs, fewer than a batch of %d", filepath.Join(o.Data, "train.jsonl"), len(trainPairs), o.Batch)
+	}
+	if len(indexPairs) == 0 {
+		return nil, fmt.Errorf("dense: the index files %v hold no pairs: the index would be empty", indexFiles)
+	}
+	if len(valPairs) == 0 {
+		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
+	}
+
+	// Tokenizer, hard negatives, tokenised data.
+	t0 := time.Now()
+	tok, err := TrainTokenizer(trainPairs, o.Vocab, o.Settings)
+	if err != nil {
+		return nil, err
+	}
+	ev.Logf("tokenizer: %d ids learned on the code and queries (%s) of %d training pairs (%.1fs)", tok.VocabSize(), o.Settings.Text, len(trainPairs), time.Since(t0).Seconds())
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t0 = time.Now()
+	negs, ms := retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: max(o.HardNegatives, 1), Depth: o.MineDepth, Margin: o.MineMargin})
+	if o.HardNegatives == 0 {
+		negs = nil
+	}
+	ev.Logf("hard negatives: %d kept for %d queries (top %d of BM25); dropped %d with the gold's code, %d within %.0f%% of the gold's score; %d queries short (%.1fs)",
+		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, ms.Short, time.Since(t0).Seconds())
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg := o.config()
+	cfg.VocabSize = tok.VocabSize()
+	m, err := New(cfg, tok, o.Settings, o.InitStd, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	opt := o.optim()
+	tr, err := NewTrainer(m.Enc, NewData(m, trainPairs, negs), Options{
+		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
+		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &RunResult{Model: filepath.Join(o.Out, ModelDir), Index: filepath.Join(o.Out, IndexDir), ValPairs: len(valPairs)}
+	for _, t := range m.Enc.Model.Tensors(m.Enc.Params) {
+		res.Params += len(t.Data)
+	}
+	ev.Logf("encoder: %d parameters (dim %d, %d blocks, %d/%d heads, ffn %d); batch %d pairs + %d hard negatives each, τ %g%s, %s loss, %d steps",
+		res.Params, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.IntermediateSize, o.Batch, o.HardNegatives,
+		o.Settings.Tau, map[bool]string{true: " learned", false: " fixed"}[o.LearnTau], map[bool]string{true: "symmetric", false: "query→code"}[o.Symmetric], o.Steps)
+
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	loop := &train.Loop{Steps: o.Steps, Curves: filepath.Join(o.Out, CurvesFile), WriteEvery: 50, Progress: ev.Progress,
+		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "tau", "docs", "tokens"},
+		Step: func() (train.Record, error) {
+			s, err := tr.TrainStep()
+			if err != nil {
+				return nil, err
+			}
+			return train.Record{"step": float64(s.Step), "loss": s.Loss, "accuracy": s.Accuracy, "lr": s.LR, "grad_norm": s.GradNorm,
+				"tau": s.Tau, "docs": float64(s.Docs), "tokens": float64(s.Tokens)}, nil
+		},
+		Save: func() error {
+			m.Settings.Tau = tr.Tau
+			return m.Save(res.Model)
+		},
+	}
+	if res.Loop, err = loop.Run(ctx, 0); err != nil {
+		return res, err
+	}
+
+	// Validation: MRR@10 of the model and of BM25 over the validation split.
+	if len(valPairs) > 0 {
+		valIndex, err := NewIndex(ctx, m, valPairs, ev.Count("embedding the validation code", len(valPairs)))
+		if err != nil {
+			return res, err
+		}
+		queries, codes := make([]string, len(valPairs)), make([]string, len(valPairs))
+		for i, p := range valPairs {
+			queries[i], codes[i] = p.Query, p.Code
+		}
+		if res.ValDense, err = retrieve.Evaluate(ctx, valIndex.Ranker(), queries, len(codes), retrieve.EvalOptions{}); err != nil {
+			return res, err
+		}
+		if res.ValBM25, err = retrieve.Evaluate(ctx, retrieve.NewBM25(codes), queries, len(codes), retrieve.EvalOptions{}); err != nil {
+			return res, err
+		}
+	}
+
+	// The index of IndexData, for attnlab search.
+	x, err := NewIndex(ctx, m, indexPairs, ev.Count("embedding the index", len(indexPairs)))
+	if err != nil {
+		return res, err
+	}
+	if err := x.Save(res.Index); err != nil {
+		return res, err
+	}
+	res.IndexDocs = len(indexPairs)
+	return res, nil
+}

@@ -1,0 +1,237 @@
+package rerank
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+// Folders and files a reranker run writes into its run folder.
+const (
+	RerankerDir = "reranker"
+	CurvesFile  = "rerank-curves.csv"
+)
+
+// RunOptions describe a whole training run of the reranker.
+type RunOptions struct {
+	Data  string // folder of train.jsonl and val.jsonl
+	Out   string // the run folder: OUT/reranker and OUT/rerank-curves.csv
+	Model string // the dual encoder it starts from and mines with (default OUT/model)
+	Force bool   // replace an OUT/reranker
+
+	MaxQuery, MaxCode int
+	Cross             int  // new blocks where query and code meet
+	Lexical           bool // exact-match features in the head
+	InitStd           float64
+
+	Groups, Candidates               int
+	BM25Negs, DenseNegs, RandomNegs  int
+	MineDepth                        int
+	MineMargin                       float64
+	Steps, Warmup                    int
+	LR, MinLR, WD, Clip, HeadLRScale float64
+	Depth                            int // candidates re-scored in the validation report
+	Seed                             uint64
+}
+
+// Validate checks the options before any work.
+func (o RunOptions) Validate() error {
+	switch {
+	case o.Data == "":
+		return errors.New("no data folder")
+	case o.Steps < 1 || o.Groups < 1 || o.Candidates < 2 || o.Warmup < 0 || o.Depth < 1:
+		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, depth %d: want steps, groups and depth >= 1, candidates >= 2, warmup >= 0",
+			o.Steps, o.Groups, o.Candidates, o.Warmup, o.Depth)
+	case o.MaxQuery < 1 || o.MaxCode < 1:
+		return fmt.Errorf("max-query %d, max-code %d: want >= 1", o.MaxQuery, o.MaxCode)
+	case o.BM25Negs < 0 || o.DenseNegs < 0 || o.RandomNegs < 0 || o.BM25Negs+o.DenseNegs+o.RandomNegs == 0:
+		return fmt.Errorf("bm25-negatives %d, dense-negatives %d, random-negatives %d: want >= 0 and not all 0", o.BM25Negs, o.DenseNegs, o.RandomNegs)
+	case o.MineDepth < 1 || o.Cross < 0:
+		return fmt.Errorf("mine-depth %d, cross-layers %d: want mine-depth >= 1, cross-layers >= 0", o.MineDepth, o.Cross)
+	case !(o.HeadLRScale > 0) || math.IsInf(o.HeadLRScale, 0):
+		return fmt.Errorf("head-lr-scale %v: want a finite value > 0", o.HeadLRScale)
+	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
+		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
+	}
+	return o.optim().Validate()
+}
+
+func (o RunOptions) optim() train.Options {
+	return train.Options{Schedule: train.Schedule{Peak: o.LR, Min: o.MinLR, Warmup: o.Warmup, Total: o.Steps},
+		Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: o.WD, Clip: o.Clip}
+}
+
+// RunResult is what a run did.
+type RunResult struct {
+	Loop     train.LoopResult
+	Reranker string // the folder written
+	Curves   string
+	// Validation MRR@10 of each system, in the order of ValSystems.
+	ValPairs   int
+	ValSystems []string
+	ValMRR     []float64
+}
+
+// Run trains the reranker as o describes and reports validation MRR@10 of
+// the first stages and of hybrid + rerank. An existing OUT/reranker is
+// refused unless o.Force; an interrupt before the first step writes
+// nothing, after it saves the reranker so far and returns ctx's error.
+func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Model == "" {
+		o.Model = filepath.Join(o.Out, dense.ModelDir)
+	}
+	res := &RunResult{Reranker: filepath.Join(o.Out, RerankerDir), Curves: filepath.Join(o.Out, CurvesFile)}
+	if err := (output.Target{Path: res.Reranker, Replace: o.Force, Inputs: []string{o.Data, o.Model}}).Dir(); err != nil {
+		return nil, err
+	}
+	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	valPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	if len(trainPairs) < o.Groups {
+		return nil, fmt.Errorf("rerank: %s: %d pairs, fewer than %d groups", filepath.Join(o.Data, "train.jsonl"), len(trainPairs), o.Groups)
+	}
+	if len(valPairs) == 0 {
+		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
+	}
+	dm, err := dense.LoadFolder(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	m, err := FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+
+	// Hard negatives: BM25's and the dual encoder's, interleaved.
+	t0 := time.Now()
+	bm, ms := retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: max(o.BM25Negs, 1), Depth: o.MineDepth, Margin: o.MineMargin})
+	if o.BM25Negs == 0 {
+		bm = nil
+	}
+	ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
+		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
+	var dn [][]int
+	if o.DenseNegs > 0 {
+		t0 = time.Now()
+		x, err := dense.NewIndex(ctx, dm, trainPairs, ev.Count("embedding the training code", len(trainPairs)))
+		if err != nil {
+			return nil, err
+		}
+		dn = MineDense(x, trainPairs, o.DenseNegs, o.MineDepth)
+		kept := 0
+		for _, l := range dn {
+			kept += len(l)
+		}
+		ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
+			kept, len(trainPairs), o.MineDepth, o.Model, time.Since(t0).Seconds())
+	}
+	var rnd [][]int
+	if o.RandomNegs > 0 {
+		rng := rand.New(rand.NewPCG(o.Seed, 0x7a4d))
+		rnd = make([][]int, len(trainPairs))
+		for i := range rnd {
+			for tries := 0; len(rnd[i]) < o.RandomNegs && tries < 100*o.RandomNegs; tries++ {
+				if j := rng.IntN(len(trainPairs)); j != i && trainPairs[j].Query != trainPairs[i].Query {
+					rnd[i] = append(rnd[i], j)
+				}
+			}
+		}
+	}
+	negs := Merge(bm, dn, rnd)
+	none := 0
+	for _, l := range negs {
+		if len(l) == 0 {
+			none++
+		}
+	}
+	if none == len(negs) {
+		return nil, fmt.Errorf("rerank: no training query has a negative: nothing to learn")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	data := NewData(m, trainPairs, negs)
+	if o.Lexical {
+		m.SetIDF(data.Codes)
+	}
+	opt := o.optim()
+	tr, err := NewTrainer(m, data, Options{
+		Groups: o.Groups, Candidates: o.Candidates, Schedule: opt.Schedule, HeadLRScale: o.HeadLRScale,
+		Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ev.Logf("reranker: the %d blocks of %s (query and code apart) + %d cross blocks, dim %d; pairs of up to %d query + 1 + %d code tokens; %d queries × %d candidates per step (%d queries have no negative), %d steps",
+		m.Enc.Isolated, o.Model, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated, m.Dim(), o.MaxQuery, o.MaxCode, o.Groups, o.Candidates, none, o.Steps)
+
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, Progress: ev.Progress,
+		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "pairs", "tokens"},
+		Step: func() (train.Record, error) {
+			s, err := tr.TrainStep()
+			if err != nil {
+				return nil, err
+			}
+			return train.Record{"step": float64(s.Step), "loss": s.Loss, "accuracy": s.Accuracy, "lr": s.LR, "grad_norm": s.GradNorm,
+				"pairs": float64(s.Pairs), "tokens": float64(s.Tokens)}, nil
+		},
+		Save: func() error { return m.Save(res.Reranker) },
+	}
+	if res.Loop, err = loop.Run(ctx, 0); err != nil {
+		return res, err
+	}
+
+	// Validation: whole-corpus MRR@10 of each first stage and of its reranking.
+	if len(valPairs) == 0 {
+		return res, nil
+	}
+	sys := retrieve.NewSystems(valPairs)
+	sys.Dense = func(ctx context.Context) (retrieve.Ranker, error) {
+		x, err := dense.NewIndex(ctx, dm, valPairs, ev.Count("embedding the validation code", len(valPairs)))
+		if err != nil {
+			return nil, err
+		}
+		return x.Ranker(), nil
+	}
+	sys.Rerank = func(first retrieve.Ranker, fused bool) retrieve.Ranker {
+		r := NewRanker(m, first, sys.Codes, o.Depth)
+		r.Fuse = fused
+		return r
+	}
+	res.ValPairs = len(valPairs)
+	for _, name := range []string{"bm25", "dense", "hybrid", "hybrid+rerank"} {
+		r, err := sys.Get(ctx, name)
+		if err != nil {
+			return res, err
+		}
+		mt, err := retrieve.Evaluate(ctx, r.Ranker, sys.Queries, len(sys.Codes), retrieve.EvalOptions{NoCSN: true})
+		if err != nil {
+			return res, err
+		}
+		res.ValSystems = append(res.ValSystems, name)
+		res.ValMRR = append(res.ValMRR, mt.MRR10)
+	}
+	return res, nil
+}

@@ -1,0 +1,366 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/attnlab/attnlab/internal/compress"
+	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/tokenizer"
+)
+
+// Files of a run folder beside its checkpoint.
+const (
+	CheckpointDir = "checkpoint"
+	CurvesFile    = "curves.csv"
+	PlotFile      = "loss.png"
+)
+
+// RunOptions describe a whole training run of the language model: the
+// corpus, the tokenizer, the model, the optimiser and the output folder.
+type RunOptions struct {
+	Src      string  // folder of Go source
+	CorpusMB float64 // a seeded sample of files up to this size
+	ValFrac  float64 // share of directories held out
+	ValKB    int     // validate on at most this many KB of the held-out files
+
+	Tokenizer string // tokenizer.json to load; "" trains one of Vocab ids
+	Vocab     int
+
+	Model  model.Config // sizes; the vocabulary and special ids are filled in
+	Window int          // tokens per training window
+	NoPack bool         // one document per window instead of packing
+
+	Options
+	InitStd   float64 // standard deviation of the initial weights
+	EvalEvery int
+	SaveEvery int
+
+	Out    string // the run folder: checkpoint, curves, plot
+	Resume bool   // continue the run in Out
+	Force  bool   // start over in an Out that holds a run
+}
+
+// Validate checks the options before any work: a one-line error naming
+// the flag-like field.
+func (o RunOptions) Validate() error {
+	switch {
+	case o.Steps < 1 || o.BatchSize < 1 || o.Accum < 1:
+		return fmt.Errorf("steps %d, batch %d, accum %d: want all >= 1", o.Steps, o.BatchSize, o.Accum)
+	case o.Window < 2:
+		return fmt.Errorf("window %d: want >= 2", o.Window)
+	case o.EvalEvery < 1 || o.SaveEvery < 1:
+		return fmt.Errorf("eval-every %d, ckpt-every %d: want >= 1", o.EvalEvery, o.SaveEvery)
+	case !(o.CorpusMB > 0):
+		return fmt.Errorf("corpus-mb %v: want > 0", o.CorpusMB)
+	case !(o.ValFrac > 0 && o.ValFrac < 1):
+		return fmt.Errorf("val-frac %v: want in (0, 1)", o.ValFrac)
+	case o.ValKB < 1:
+		return fmt.Errorf("val-kb %d: want >= 1", o.ValKB)
+	case o.Resume && o.Force:
+		return errors.New("resume and force: choose one")
+	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
+		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
+	}
+	if err := o.Options.Validate(); err != nil {
+		return err
+	}
+	if o.Tokenizer == "" && o.Vocab < tokenizer.NumBytes+1 {
+		return fmt.Errorf("vocab %d: want > %d (the byte tokens and end-of-text)", o.Vocab, tokenizer.NumBytes)
+	}
+	cfg := o.Model
+	cfg.VocabSize = max(o.Vocab, tokenizer.NumBytes+1)
+	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, o.Window)
+	return cfg.Validate()
+}
+
+// Validate checks the optimiser's hyper-parameters: a learning rate above
+// 0 (a negative one trains uphill), betas in [0, 1), finite decay and clip.
+func (o Options) Validate() error {
+	s := o.Schedule
+	switch {
+	case !(s.Peak > 0) || math.IsInf(s.Peak, 0):
+		return fmt.Errorf("lr %v: want a finite value > 0", s.Peak)
+	case !(s.Min >= 0) || s.Min > s.Peak:
+		return fmt.Errorf("min-lr %v: want in [0, lr = %v]", s.Min, s.Peak)
+	case s.Warmup < 0:
+		return fmt.Errorf("warmup %d: want >= 0", s.Warmup)
+	case !(o.WeightDecay >= 0) || math.IsInf(o.WeightDecay, 0):
+		return fmt.Errorf("wd %v: want a finite value >= 0", o.WeightDecay)
+	case !(o.Clip >= 0) || math.IsInf(o.Clip, 0):
+		return fmt.Errorf("clip %v: want a finite value >= 0 (0: none)", o.Clip)
+	case !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1):
+		return fmt.Errorf("betas %v, %v: want in [0, 1)", o.Beta1, o.Beta2)
+	case !(o.Eps > 0):
+		return fmt.Errorf("adam eps %v: want > 0", o.Eps)
+	}
+	return nil
+}
+
+// Events are how a long-running job reports while it works; any may be
+// nil. The library never prints: the command decides where each goes.
+type Events struct {
+	Log      func(msg string) // a line of news: the corpus, the model, a resume
+	Warning  func(msg string) // something degenerate the user must know: an empty split
+	Progress func(Progress)   // after each training step
+	// Task returns the progress callback of a counted task (embedding n
+	// documents), or nil.
+	Task func(what string, n int) func(done int)
+}
+
+// Logf sends a line of news to Log.
+func (e Events) Logf(format string, args ...any) {
+	if e.Log != nil {
+		e.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// Warn sends msg to Warning.
+func (e Events) Warn(msg string) {
+	if e.Warning != nil {
+		e.Warning(msg)
+	}
+}
+
+// Count returns the progress callback of a task of n steps, or nil.
+func (e Events) Count(what string, n int) func(done int) {
+	if e.Task == nil {
+		return nil
+	}
+	return e.Task(what, n)
+}
+
+// RunResult is what a run did.
+type RunResult struct {
+	Loop       LoopResult
+	Checkpoint string
+	Params     int
+	ValBytes   int     // held-out bytes
+	ValLoss    float64 // nats per token after the last step
+	ValBPB     float64 // bits per byte after the last step
+	// Compressors on exactly the held-out bytes, for comparison.
+	Compressors []compress.Result
+}
+
+// Run trains the language model as o describes, in the folder o.Out.
+//
+// Nothing is written before the inputs are read and checked, and an Out
+// that holds a run is refused unless o.Resume (continue it) or o.Force
+// (start over). An interrupt (ctx cancelled) during data preparation
+// writes nothing; during training it saves the run, then returns ctx's
+// error. A non-finite step keeps the last good checkpoint and returns an
+// error wrapping ErrNonFinite.
+func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	ckpt := filepath.Join(o.Out, CheckpointDir)
+	target := output.Target{Path: o.Out, Replace: o.Resume || o.Force, Inputs: []string{o.Src, o.Tokenizer}}
+	if err := target.Dir(); err != nil {
+		if errors.Is(err, output.ErrExists) {
+			target.Hint = describeRun(ckpt) + ": -resume continues it, -force starts over"
+			return nil, target.Dir()
+		}
+		return nil, err
+	}
+	if o.Resume {
+		if err := model.CheckKind(ckpt, model.KindLM); err != nil {
+			return nil, fmt.Errorf("train: -resume: %w", err)
+		}
+	}
+
+	// The corpus: a seeded sample of files up to CorpusMB, split by directory.
+	docs, err := GoSource(o.Src)
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(o.Seed, 0xc0de))
+	r.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
+	var size int
+	for i, d := range docs {
+		if size += len(d.Text); float64(size) > o.CorpusMB*1e6 {
+			docs = docs[:i]
+			break
+		}
+	}
+	trainDocs, valDocs := Split(docs, o.ValFrac)
+	if len(trainDocs) == 0 || len(valDocs) == 0 {
+		return nil, fmt.Errorf("train: corpus %s: %d training and %d validation files: both must be non-empty (more files, or another -val-frac)", o.Src, len(trainDocs), len(valDocs))
+	}
+	valDocs = LimitBytes(valDocs, o.ValKB*1024)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	// The tokenizer: the checkpoint's when resuming, else loaded or trained.
+	var tok *tokenizer.Tokenizer
+	switch {
+	case o.Resume:
+		tok, err = tokenizer.Load(filepath.Join(ckpt, "tokenizer.json"))
+	case o.Tokenizer != "":
+		tok, err = tokenizer.Load(o.Tokenizer)
+	default:
+		texts := make([][]byte, len(trainDocs))
+		for i, d := range trainDocs {
+			texts[i] = d.Text
+		}
+		tok, err = tokenizer.TrainContext(ctx, texts, o.Vocab, tokenizer.Options{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	eos := tok.Special(tokenizer.EndOfText)
+	if eos < 0 {
+		return nil, fmt.Errorf("train: the tokenizer has no %s token", tokenizer.EndOfText)
+	}
+	var tokJSON bytes.Buffer
+	if err := tok.WriteJSON(&tokJSON); err != nil {
+		return nil, err
+	}
+	cfg := o.Model
+	cfg.VocabSize, cfg.EOSTokenID, cfg.Kind = tok.VocabSize(), &eos, model.KindLM
+	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, o.Window)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	trainData, err := PackContext(ctx, trainDocs, tok, eos, o.Window, !o.NoPack)
+	if err != nil {
+		return nil, err
+	}
+	valData, err := PackContext(ctx, valDocs, tok, eos, o.Window, !o.NoPack)
+	if err != nil {
+		return nil, err
+	}
+
+	// The model: the checkpoint's when resuming, else freshly initialised.
+	var m *model.Model[float32]
+	var p *model.Params[float32]
+	if o.Resume {
+		if m, p, err = model.Load[float32](ckpt); err != nil {
+			return nil, err
+		}
+		if got := m.Config; got.HiddenSize != cfg.HiddenSize || got.NumHiddenLayers != cfg.NumHiddenLayers || got.VocabSize != cfg.VocabSize ||
+			got.NumAttentionHeads != cfg.NumAttentionHeads || got.NumKeyValueHeads != cfg.NumKeyValueHeads || got.IntermediateSize != cfg.IntermediateSize {
+			return nil, fmt.Errorf("train: resume: %s holds a model of another config (%+v) than the options ask for", ckpt, got)
+		}
+	} else {
+		if m, err = model.New[float32](cfg); err != nil {
+			return nil, err
+		}
+		p = m.NewParams()
+		m.Init(p, o.InitStd, o.Seed)
+	}
+	tr, err := NewTrainer(m, p, trainData, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	res := &RunResult{Checkpoint: ckpt, ValBytes: valData.Bytes}
+	for _, t := range m.Tensors(p) {
+		res.Params += len(t.Data)
+	}
+	loop := &Loop{Steps: o.Steps, EvalEvery: o.EvalEvery, SaveEvery: o.SaveEvery, Progress: ev.Progress,
+		Curves:  filepath.Join(o.Out, CurvesFile),
+		Columns: []string{"step", "lr", "loss", "grad_norm", "tokens", "seconds", "val_loss", "val_bits_per_byte"}}
+	if o.Resume {
+		if err := tr.Resume(ckpt); err != nil {
+			return nil, err
+		}
+		if loop.Rows, err = ReadCurves(loop.Curves, tr.Step); err != nil {
+			return nil, err
+		}
+	}
+	ev.Logf("corpus: %d training files (%.1f MB, %d windows of %d tokens), %d held-out files (%.0f KB, %d windows); vocabulary %d",
+		len(trainDocs), float64(trainData.Bytes)/1e6, len(trainData.Tokens), o.Window, len(valDocs), float64(valData.Bytes)/1e3, len(valData.Tokens), tok.VocabSize())
+	ev.Logf("model: %d parameters (dim %d, %d layers, %d/%d heads, ffn %d); %d steps of %d tokens from step %d",
+		res.Params, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.IntermediateSize,
+		o.Steps, o.BatchSize*o.Accum*o.Window, tr.Step)
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing trained yet: nothing written
+	}
+
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	offset := Mean(loop.Rows, "seconds", -1) // a resumed run's clock goes on
+	if math.IsNaN(offset) {
+		offset = 0
+	}
+	loop.Step = func() (Record, error) {
+		s, err := tr.TrainStep()
+		if err != nil {
+			return nil, err
+		}
+		return Record{"step": float64(s.Step), "lr": s.LR, "loss": s.Loss, "grad_norm": s.GradNorm, "tokens": float64(s.Tokens)}, nil
+	}
+	loop.Eval = func() (Record, error) {
+		mean, total, _, err := Evaluate(m, p, valData, o.BatchSize)
+		if err != nil {
+			return nil, err
+		}
+		return Record{"val_loss": mean, "val_bits_per_byte": total / math.Ln2 / float64(valData.Bytes)}, nil
+	}
+	loop.Save = func() error {
+		files, err := tr.Files()
+		if err != nil {
+			return err
+		}
+		files["tokenizer.json"] = tokJSON.Bytes()
+		if err := m.Save(ckpt, p, files); err != nil {
+			return err
+		}
+		return PlotCurves(filepath.Join(o.Out, PlotFile), "attnlab train", loop.Rows)
+	}
+	progress := loop.Progress
+	loop.Progress = func(pr Progress) {
+		pr.Record["seconds"] = offset + pr.Elapsed.Seconds()
+		if progress != nil {
+			progress(pr)
+		}
+	}
+	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
+		return res, err
+	}
+	if last := loop.Rows; len(last) > 0 {
+		res.ValLoss = Mean(last, "val_loss", -1)
+		res.ValBPB = Mean(last, "val_bits_per_byte", -1)
+	}
+	held := make([][]byte, len(valDocs))
+	for i, d := range valDocs {
+		held[i] = d.Text
+	}
+	res.Compressors, err = compress.MeasureAll(ctx, held)
+	return res, err
+}
+
+// describeRun says what a run folder's checkpoint holds: "a run at step 40
+// of 40", for the refusal to overwrite it.
+func describeRun(ckpt string) string {
+	data, err := os.ReadFile(filepath.Join(ckpt, StateFile))
+	if err != nil {
+		return "it holds files"
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return "it holds a run"
+	}
+	return fmt.Sprintf("it holds a run at step %d of %d", st.Step, st.Options.Steps)
+}
+
+// LimitBytes keeps the first documents up to n bytes (at least one).
+func LimitBytes(docs []Document, n int) []Document {
+	size := 0
+	for i, d := range docs {
+		if size += len(d.Text); size > n && i > 0 {
+			return docs[:i]
+		}
+	}
+	return docs
+}
