@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/internal/vec"
+	"github.com/attnlab/attnlab/python"
 )
 
 var benchCmd = register(&command{
@@ -45,16 +48,29 @@ Each number is the median of repeated runs within -seconds.
 Example: attnlab bench -max-n 2048`,
 })
 
-var (
-	benchJSON    = benchCmd.flags.Bool("json", false, "print the results as JSON")
-	benchSeconds = benchCmd.flags.Float64("seconds", 1, "time budget per measurement (at least 3 runs)")
-	benchMaxN    = benchCmd.flags.Int("max-n", 4096, "largest attention length")
-	benchTorch   = benchCmd.flags.Bool("torch", true, "also run PyTorch when /usr/bin/python3 has it")
-	benchMemory  = benchCmd.flags.Bool("memory", true, "measure peak memory at n = 16384 in a child process")
-	benchMemCase = benchCmd.flags.Int("memory-case", 0, "internal: run one forward+backward at this n and print the peak RSS")
-)
+type benchOpts struct {
+	json, torch, memory bool
+	seconds             float64
+	maxN, memCase       int
+}
 
-func init() { benchCmd.run = runBench }
+func init() {
+	benchCmd.define = func(fs *flag.FlagSet) runFunc {
+		o := &benchOpts{}
+		fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+		fs.Float64Var(&o.seconds, "seconds", 1, "time budget per measurement (at least 3 runs)")
+		fs.IntVar(&o.maxN, "max-n", 4096, "largest attention length")
+		fs.BoolVar(&o.torch, "torch", true, "also run PyTorch when /usr/bin/python3 has it")
+		fs.BoolVar(&o.memory, "memory", true, "measure peak memory at n = 16384 in a child process")
+		fs.IntVar(&o.memCase, "memory-case", 0, "internal: run one forward+backward at this n and print the peak RSS")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runBench(ctx, o, stdout)
+		}
+	}
+}
 
 // Row is one line of the bench table.
 type benchRow struct {
@@ -74,19 +90,17 @@ type benchSpec struct {
 	Decode    []map[string]any `json:"decode"`
 }
 
-func runBench(ctx context.Context, args []string, stdout io.Writer) error {
-	if err := noArgs(args); err != nil {
-		return err
+func runBench(ctx context.Context, o *benchOpts, stdout io.Writer) error {
+	if o.memCase > 0 {
+		return memoryCase(stdout, o.memCase)
 	}
-	if *benchMemCase > 0 {
-		return memoryCase(stdout, *benchMemCase)
+	if !(o.seconds > 0) || o.seconds > 600 || o.maxN < 256 || o.maxN > 1<<16 {
+		return usageError{fmt.Sprintf("-seconds %v, -max-n %d: want seconds in (0, 600] and max-n in [256, 65536]", o.seconds, o.maxN)}
 	}
-	if *benchSeconds <= 0 || *benchMaxN < 256 {
-		return usageError{"-seconds must be positive and -max-n at least 256"}
-	}
-	budget := time.Duration(*benchSeconds * float64(time.Second))
+	budget := time.Duration(o.seconds * float64(time.Second))
 	var rows []benchRow
-	spec := benchSpec{Threads: 2, Seconds: *benchSeconds}
+	spec := benchSpec{Threads: 2, Seconds: o.seconds}
+	medianTime := func(budget time.Duration, f func()) float64 { return medianTimeCtx(ctx, budget, f) }
 
 	gemmSizes := []int{256, 512, 1024, 2048}
 	for _, dt := range []string{"float32", "float64"} {
@@ -97,7 +111,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	for _, dt := range []string{"float32", "float64"} {
-		for n := 256; n <= *benchMaxN; n *= 2 {
+		for n := 256; n <= o.maxN; n *= 2 {
 			t := medianTime(budget, attentionRunner(dt, n))
 			rows = append(rows, benchRow{Group: "attention fwd+bwd", Case: fmt.Sprintf("%s n=%d", dt, n), Unit: "GFLOP/s", Ours: 12 * float64(n*n) * 64 * 8 / t / 1e9})
 			spec.Attention = append(spec.Attention, map[string]any{"n": n, "h": 8, "d": 64, "dtype": dt})
@@ -108,24 +122,30 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		rows = append(rows, benchRow{Group: "decode", Case: fmt.Sprintf("float32 context=%d", ctxLen), Unit: "µs/token", Ours: t * 1e6})
 		spec.Decode = append(spec.Decode, map[string]any{"context": ctxLen, "h": 8, "d": 64})
 	}
-	if *benchMemory {
-		mem, err := childMemory(16384)
+	if o.memory {
+		mem, err := childMemory(ctx, 16384)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, benchRow{Group: "memory", Case: "float32 fwd+bwd n=16384 H=1 D=64, peak RSS", Unit: "MiB", Ours: mem})
 	}
 
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	torchInfo := "PyTorch: not run"
-	if *benchTorch {
-		info, err := torchBench(spec, rows)
+	if o.torch {
+		info, err := torchBench(ctx, spec, rows)
 		if err != nil {
 			torchInfo = "PyTorch: " + err.Error()
 		} else {
 			torchInfo = info
 		}
 	}
-	if *benchJSON {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
@@ -151,16 +171,23 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	return err
 }
 
-// medianTime runs f until the budget is spent (at least 3 times, after one
-// warm-up) and returns the median duration in seconds.
-func medianTime(budget time.Duration, f func()) float64 {
+// medianTimeCtx runs f until the budget is spent (at least 3 times, after
+// one warm-up) and returns the median duration in seconds; once ctx is done
+// it runs f no more.
+func medianTimeCtx(ctx context.Context, budget time.Duration, f func()) float64 {
+	if ctx.Err() != nil {
+		return math.NaN()
+	}
 	f()
 	var ts []float64
 	start := time.Now()
-	for len(ts) < 3 || time.Since(start) < budget {
+	for (len(ts) < 3 || time.Since(start) < budget) && ctx.Err() == nil {
 		t0 := time.Now()
 		f()
 		ts = append(ts, time.Since(t0).Seconds())
+	}
+	if len(ts) == 0 {
+		return math.NaN()
 	}
 	slices.Sort(ts)
 	return ts[len(ts)/2]
@@ -231,12 +258,12 @@ func memoryCase(stdout io.Writer, n int) error {
 }
 
 // childMemory runs memoryCase in a fresh process and returns its peak RSS.
-func childMemory(n int) (float64, error) {
+func childMemory(ctx context.Context, n int) (float64, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, err
 	}
-	out, err := exec.Command(exe, "bench", "-memory-case", strconv.Itoa(n)).Output()
+	out, err := exec.CommandContext(ctx, exe, "bench", "-memory-case", strconv.Itoa(n)).Output()
 	if err != nil {
 		return 0, fmt.Errorf("memory case: %w", err)
 	}
@@ -245,26 +272,25 @@ func childMemory(n int) (float64, error) {
 
 // torchBench runs python/torch_bench.py on spec and fills the PyTorch
 // columns of rows. It returns a one-line description of PyTorch.
-func torchBench(spec benchSpec, rows []benchRow) (string, error) {
-	const python = "/usr/bin/python3"
-	if exec.Command(python, "-c", "import torch").Run() != nil {
-		return "", fmt.Errorf("not run (%s cannot import torch)", python)
-	}
-	script, err := findScript("python/torch_bench.py")
-	if err != nil {
-		return "", err
+func torchBench(ctx context.Context, spec benchSpec, rows []benchRow) (string, error) {
+	if exec.Command(python.Interpreter, "-c", "import torch").Run() != nil {
+		return "", fmt.Errorf("not run (%s cannot import torch)", python.Interpreter)
 	}
 	dir, err := os.MkdirTemp("", "attnlab-bench")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
+	script, err := python.Extract(dir, "torch_bench.py")
+	if err != nil {
+		return "", err
+	}
 	data, _ := json.Marshal(spec)
 	specPath := filepath.Join(dir, "spec.json")
 	if err := os.WriteFile(specPath, data, 0o644); err != nil {
 		return "", err
 	}
-	cmd := exec.Command(python, script, specPath)
+	cmd := exec.CommandContext(ctx, python.Interpreter, script, specPath)
 	// Let OpenBLAS pick its kernels for this CPU (the machine's defaults pin
 	// an older core type); only for this process.
 	for _, e := range os.Environ() {
@@ -308,26 +334,6 @@ func torchBench(spec benchSpec, rows []benchRow) (string, error) {
 	fill("attention fwd+bwd", res.Attention, false)
 	fill("decode", res.Decode, true)
 	return fmt.Sprintf("PyTorch %s (BLAS %s, %d threads)", res.Torch, res.BLAS, res.Threads), nil
-}
-
-// findScript locates a file of the repository from the working directory
-// or above it.
-func findScript(rel string) (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("%s not found from the working directory (run from the repository)", rel)
-		}
-		dir = parent
-	}
 }
 
 // cpuName returns the CPU model from /proc/cpuinfo, or GOARCH.

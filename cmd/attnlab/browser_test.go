@@ -204,6 +204,6 @@ func TestLabHTMLRefusesABusyFolder(t *testing.T) {
 		t.Error("the refused folder changed")
 	}
 	if code, _, errOut := attnlab(t, "lab", "-force"); code != 2 {
-		t.Errorf("-force without -html: exit %d (%s)", code, errOut)
+		t.Errorf("-force without -html or -plot: exit %d (%s)", code, errOut)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 
 	"github.com/attnlab/attnlab/lab"
@@ -36,12 +37,18 @@ matches; -list prints every name.
 Example: attnlab explain attention/first-row-grad`,
 })
 
-var explainList = explainCmd.flags.Bool("list", false, "list every operation with its checks and faults")
+func init() {
+	explainCmd.positional = true
+	explainCmd.define = func(fs *flag.FlagSet) runFunc {
+		list := fs.Bool("list", false, "list every operation with its checks and faults")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			return runExplain(args, *list, stdout)
+		}
+	}
+}
 
-func init() { explainCmd.run = runExplain }
-
-func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
-	if *explainList {
+func runExplain(args []string, list bool, stdout io.Writer) error {
+	if list {
 		if err := noArgs(args); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 
 	"github.com/attnlab/attnlab/lab"
@@ -19,19 +20,24 @@ no check catches makes the command exit 1.
 Example: attnlab faults`,
 })
 
-var faultsJSON = faultsCmd.flags.Bool("json", false, "print the table as JSON")
-
-func init() { faultsCmd.run = runFaults }
-
-func runFaults(ctx context.Context, args []string, stdout io.Writer) error {
-	if err := noArgs(args); err != nil {
-		return err
+func init() {
+	faultsCmd.define = func(fs *flag.FlagSet) runFunc {
+		asJSON := fs.Bool("json", false, "print the table as JSON")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runFaults(ctx, *asJSON, stdout)
+		}
 	}
+}
+
+func runFaults(ctx context.Context, asJSON bool, stdout io.Writer) error {
 	var ops []lab.OpReport
 	for _, s := range lab.Suites() {
 		ops = append(ops, lab.OpReport{Op: s.Name(), Faults: s.RunFaults()})
 	}
-	if *faultsJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(ops); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -28,56 +29,63 @@ discourages tokens seen in the last -repeat-window tokens.
 Example: attnlab generate -model run1/checkpoint -prompt "func main() {" -n 80`,
 })
 
-var (
-	genModel   = generateCmd.flags.String("model", "", "checkpoint directory")
-	genPrompt  = generateCmd.flags.String("prompt", "", "text to continue")
-	genN       = generateCmd.flags.Int("n", 100, "tokens to generate at most")
-	genTemp    = generateCmd.flags.Float64("temp", 0.8, "temperature (0: greedy)")
-	genTopK    = generateCmd.flags.Int("topk", 40, "keep the K most likely tokens (0: all)")
-	genTopP    = generateCmd.flags.Float64("topp", 0.95, "keep the smallest set reaching this probability (1: all)")
-	genPenalty = generateCmd.flags.Float64("repeat-penalty", 1.1, "repetition penalty (1: none)")
-	genWindow  = generateCmd.flags.Int("repeat-window", 64, "tokens the repetition penalty looks back on (0: all)")
-	genSeed    = generateCmd.flags.Uint64("seed", 1, "sampling seed")
-)
+type generateOpts struct {
+	model, prompt string
+	n             int
+	s             model.Sampling
+}
 
-func init() { generateCmd.run = runGenerate }
-
-func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
-	if err := noArgs(args); err != nil {
-		return err
+func init() {
+	generateCmd.define = func(fs *flag.FlagSet) runFunc {
+		o := &generateOpts{}
+		fs.StringVar(&o.model, "model", "", "checkpoint directory")
+		fs.StringVar(&o.prompt, "prompt", "", "text to continue")
+		fs.IntVar(&o.n, "n", 100, "tokens to generate at most")
+		fs.Float64Var(&o.s.Temperature, "temp", 0.8, "temperature (0: greedy)")
+		fs.IntVar(&o.s.TopK, "topk", 40, "keep the K most likely tokens (0: all)")
+		fs.Float64Var(&o.s.TopP, "topp", 0.95, "keep the smallest set reaching this probability (1: all)")
+		fs.Float64Var(&o.s.RepetitionPenalty, "repeat-penalty", 1.1, "repetition penalty (1: none)")
+		fs.IntVar(&o.s.RepetitionWindow, "repeat-window", 64, "tokens the repetition penalty looks back on (0: all)")
+		fs.Uint64Var(&o.s.Seed, "seed", 1, "sampling seed")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runGenerate(ctx, o, stdout)
+		}
 	}
-	if *genModel == "" {
+}
+
+func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
+	switch {
+	case o.model == "":
 		return usageError{"-model is required"}
-	}
-	if *genPrompt == "" {
+	case o.prompt == "":
 		return usageError{"-prompt is required"}
+	case o.n < 0:
+		return usageError{fmt.Sprintf("-n %d: want >= 0", o.n)}
 	}
-	if *genN < 0 {
-		return usageError{fmt.Sprintf("-n %d: want >= 0", *genN)}
-	}
-	s := model.Sampling{Temperature: *genTemp, TopK: *genTopK, TopP: *genTopP, RepetitionPenalty: *genPenalty,
-		RepetitionWindow: *genWindow, Seed: *genSeed}
-	if err := s.Validate(); err != nil {
+	if err := o.s.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	m, p, err := model.Load[float32](*genModel)
+	m, p, err := loadLM(o.model)
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(filepath.Join(*genModel, "tokenizer.json"))
+	tok, err := tokenizer.Load(filepath.Join(o.model, "tokenizer.json"))
 	if err != nil {
 		return err
 	}
 	if tok.VocabSize() != m.Config.VocabSize {
-		return fmt.Errorf("%s: tokenizer has %d tokens, the model %d", *genModel, tok.VocabSize(), m.Config.VocabSize)
+		return fmt.Errorf("%s: tokenizer has %d tokens, the model %d", o.model, tok.VocabSize(), m.Config.VocabSize)
 	}
-	prompt := tok.Encode([]byte(*genPrompt))
+	prompt := tok.Encode([]byte(o.prompt))
 	eos := tok.Special(tokenizer.EndOfText)
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	w.WriteString(*genPrompt)
+	w.WriteString(o.prompt)
 	w.Flush()
-	_, err = m.Generate(p, [][]int{prompt}, model.GenerateOptions{MaxNew: *genN, EOS: eos, Sampling: s}, func(_, id int) {
+	_, err = m.Generate(ctx, p, [][]int{prompt}, model.GenerateOptions{MaxNew: o.n, EOS: eos, Sampling: o.s}, func(_, id int) {
 		if id != eos {
 			w.Write(tok.Decode([]int{id}))
 			w.Flush() // streaming: each token as it comes

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -34,32 +35,44 @@ block (shapes -b -t -dim -hq -hkv -d -f, -pairing).
 Example: attnlab gradcheck -op block -dim 16 -hq 4 -hkv 2 -d 4 -f 24 -precise`,
 })
 
+// gcFlags holds the flags of gradcheck; each call registers them afresh
+// on its own flag set (see the define function in init).
+var gcFlags = flag.NewFlagSet("gradcheck", flag.ContinueOnError)
+
 var (
-	gcOp      = gradcheckCmd.flags.String("op", "attention", "op: attention, "+strings.Join(checks.OpNames(), ", "))
-	gcB       = gradcheckCmd.flags.Int("b", 1, "batch items")
-	gcHq      = gradcheckCmd.flags.Int("hq", 4, "query heads")
-	gcHkv     = gradcheckCmd.flags.Int("hkv", 2, "key/value heads (divides -hq)")
-	gcM       = gradcheckCmd.flags.Int("m", 3, "attention: queries (the new chunk)")
-	gcN       = gradcheckCmd.flags.Int("n", 7, "attention: keys (cache included)")
-	gcD       = gradcheckCmd.flags.Int("d", 8, "head dimension (of q and k for attention)")
-	gcDv      = gradcheckCmd.flags.Int("dv", 8, "attention: head dimension of v")
-	gcT       = gradcheckCmd.flags.Int("t", 4, "tokens per sequence (ops other than attention)")
-	gcDim     = gradcheckCmd.flags.Int("dim", 16, "model width (rmsnorm, swiglu, layer, block)")
-	gcF       = gradcheckCmd.flags.Int("f", 24, "SwiGLU hidden width (swiglu, block)")
-	gcPairing = gradcheckCmd.flags.String("pairing", "half", "RoPE pairing: half or interleaved")
-	gcCausal  = gradcheckCmd.flags.Bool("causal", true, "attention: causal mask (positions: a cache of n−m tokens, then the chunk)")
-	gcWindow  = gradcheckCmd.flags.Int("window", 0, "attention: sliding window (0 = none)")
-	gcDtype   = gradcheckCmd.flags.String("dtype", "float64", "attention: dtype of the analytic gradients, float64 or float32")
-	gcPrecise = gradcheckCmd.flags.Bool("precise", false, "4-point stencil instead of central differences")
-	gcEps     = gradcheckCmd.flags.Float64("eps", 0, "finite-difference step (0: 1e-6, or 1e-3 with -precise)")
-	gcRel     = gradcheckCmd.flags.Float64("rel", 0, "relative tolerance (0: 1e-7 for float64, 1e-3 for float32)")
-	gcDirs    = gradcheckCmd.flags.Int("directions", 0, "check K random directions instead of every element")
-	gcSweep   = gradcheckCmd.flags.Bool("sweep", false, "print the error against ε from 1e-1 to 1e-12")
-	gcPlot    = gradcheckCmd.flags.String("plot", "", "with -sweep: write the plot to this PNG file")
-	gcSeed    = gradcheckCmd.flags.Uint64("seed", 1, "random seed for the inputs")
+	gcOp      = gcFlags.String("op", "attention", "op: attention, "+strings.Join(checks.OpNames(), ", "))
+	gcB       = gcFlags.Int("b", 1, "batch items")
+	gcHq      = gcFlags.Int("hq", 4, "query heads")
+	gcHkv     = gcFlags.Int("hkv", 2, "key/value heads (divides -hq)")
+	gcM       = gcFlags.Int("m", 3, "attention: queries (the new chunk)")
+	gcN       = gcFlags.Int("n", 7, "attention: keys (cache included)")
+	gcD       = gcFlags.Int("d", 8, "head dimension (of q and k for attention)")
+	gcDv      = gcFlags.Int("dv", 8, "attention: head dimension of v")
+	gcT       = gcFlags.Int("t", 4, "tokens per sequence (ops other than attention)")
+	gcDim     = gcFlags.Int("dim", 16, "model width (rmsnorm, swiglu, layer, block)")
+	gcF       = gcFlags.Int("f", 24, "SwiGLU hidden width (swiglu, block)")
+	gcPairing = gcFlags.String("pairing", "half", "RoPE pairing: half or interleaved")
+	gcCausal  = gcFlags.Bool("causal", true, "attention: causal mask (positions: a cache of n−m tokens, then the chunk)")
+	gcWindow  = gcFlags.Int("window", 0, "attention: sliding window (0 = none)")
+	gcDtype   = gcFlags.String("dtype", "float64", "attention: dtype of the analytic gradients, float64 or float32")
+	gcPrecise = gcFlags.Bool("precise", false, "4-point stencil instead of central differences")
+	gcEps     = gcFlags.Float64("eps", 0, "finite-difference step (0: 1e-6, or 1e-3 with -precise)")
+	gcRel     = gcFlags.Float64("rel", 0, "relative tolerance (0: 1e-7 for float64, 1e-3 for float32)")
+	gcDirs    = gcFlags.Int("directions", 0, "check K random directions instead of every element")
+	gcSweep   = gcFlags.Bool("sweep", false, "print the error against ε from 1e-1 to 1e-12")
+	gcPlot    = gcFlags.String("plot", "", "with -sweep: write the plot to this PNG file")
+	gcSeed    = gcFlags.Uint64("seed", 1, "random seed for the inputs")
 )
 
-func init() { gradcheckCmd.run = runGradcheck }
+func init() {
+	gradcheckCmd.define = func(fs *flag.FlagSet) runFunc {
+		gcFlags.VisitAll(func(f *flag.Flag) {
+			f.Value.Set(f.DefValue)
+			fs.Var(f.Value, f.Name, f.Usage)
+		})
+		return runGradcheck
+	}
+}
 
 func runGradcheck(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {

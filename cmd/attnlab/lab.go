@@ -10,18 +10,19 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/lab"
 )
 
 var labCmd = register(&command{
 	name:  "lab",
-	usage: "[-json] [-plot FILE] [-html DIR [-force]]",
+	usage: "[-json] [-plot FILE] [-html DIR] [-force]",
 	short: "run every check and negative control; exit 1 if any fails or escapes",
 	long: `Lab is the main job. It runs every check on the reference attention (all
 must pass), runs every check on every registered fault (each must be caught
 by at least one check, and the report names which), and sweeps the finite-
 difference step ε from 1e-1 to 1e-12 to show the truncation and rounding
-regimes, as a table and as a PNG plot.
+regimes, as a table (and as a PNG plot with -plot FILE).
 
 -html DIR also writes a self-contained report for a reader: DIR/index.html
 (inline CSS, no network fetches) and its PNG figures: the ε sweep, per
@@ -31,8 +32,7 @@ gradients of a small example, GQA head grouping and RoPE rotation. The
 report is built in a temporary folder beside DIR and renamed into place when
 complete. A DIR that exists and is not empty is refused unless -force is
 given. The page holds no timestamps or durations: the same code gives the
-same bytes. With -html, the ε-sweep PNG goes into DIR only, unless -plot is
-given explicitly.
+same bytes. An existing -plot file is refused unless -force.
 
 It exits 0 when everything passes, 1 when a check fails or a fault escapes
 (the report is still written), 2 on bad usage.
@@ -40,48 +40,63 @@ It exits 0 when everything passes, 1 when a check fails or a fault escapes
 Example: attnlab lab -html lab-report`,
 })
 
-var (
-	labJSON  = labCmd.flags.Bool("json", false, "print the report as JSON")
-	labPlot  = labCmd.flags.String("plot", "eps-sweep.png", "write the ε-sweep plot to this PNG file (\"\" for none)")
-	labHTML  = labCmd.flags.String("html", "", "write an HTML report (index.html and PNG figures) into this folder")
-	labForce = labCmd.flags.Bool("force", false, "with -html: replace a folder that is not empty")
-)
+type labOpts struct {
+	json, force bool
+	plot, html  string
+}
 
-func init() { labCmd.run = runLab }
-
-func runLab(ctx context.Context, args []string, stdout io.Writer) error {
-	if err := noArgs(args); err != nil {
-		return err
+func init() {
+	labCmd.define = func(fs *flag.FlagSet) runFunc {
+		o := &labOpts{}
+		fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+		fs.StringVar(&o.plot, "plot", "", "also write the ε-sweep plot to this PNG file")
+		fs.StringVar(&o.html, "html", "", "write an HTML report (index.html and PNG figures) into this folder")
+		fs.BoolVar(&o.force, "force", false, "replace an existing -plot file or a non-empty -html folder")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runLab(ctx, o, stdout)
+		}
 	}
-	plot := *labPlot
-	if *labHTML != "" {
+}
+
+func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
+	if o.html != "" {
 		// Refuse a bad folder before the run, not after it.
-		if err := lab.CheckReportDir(*labHTML, *labForce); err != nil {
+		if err := lab.CheckReportDir(o.html, o.force); err != nil {
 			if errors.Is(err, lab.ErrDirNotEmpty) {
 				return usageError{err.Error()}
 			}
 			return err
 		}
-		if !flagSet(labCmd.flags, "plot") {
-			plot = ""
+	}
+	if o.plot != "" {
+		if err := output.File(o.plot, o.force); err != nil {
+			return err
 		}
-	} else if *labForce {
-		return usageError{"-force applies to -html only"}
+	}
+	if o.force && o.html == "" && o.plot == "" {
+		return usageError{"-force applies to -html and -plot only"}
 	}
 	start := time.Now()
-	r, err := lab.Run(lab.Options{PlotPath: plot})
+	var r *lab.Report
+	err := interruptible(ctx, func() (err error) {
+		r, err = lab.Run(lab.Options{PlotPath: o.plot})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if *labHTML != "" {
-		if err := r.WriteHTML(*labHTML, *labForce); err != nil {
+	if o.html != "" {
+		if err := r.WriteHTML(o.html, o.force); err != nil {
 			if errors.Is(err, lab.ErrDirNotEmpty) {
 				return usageError{err.Error()}
 			}
 			return err
 		}
 	}
-	if *labJSON {
+	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
@@ -94,19 +109,12 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := r.WriteText(stdout); err != nil {
 			return err
 		}
-		if *labHTML != "" {
-			fmt.Fprintf(stdout, "report: %s (lab and report took %.1f s)\n", filepath.Join(*labHTML, "index.html"), time.Since(start).Seconds())
+		if o.html != "" {
+			fmt.Fprintf(stdout, "report: %s (lab and report took %.1f s)\n", filepath.Join(o.html, "index.html"), time.Since(start).Seconds())
 		}
 	}
 	if !r.OK() {
 		return errFailed
 	}
 	return nil
-}
-
-// flagSet reports whether the flag called name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

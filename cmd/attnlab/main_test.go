@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,13 +15,24 @@ import (
 // attnlab runs the command in-process and returns its exit status and output.
 func attnlab(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return attnlabCtx(t, context.Background(), args...)
+}
+
+// attnlabCtx is attnlab with a context: cancelled, it is an interrupt.
+func attnlabCtx(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
-	// Flags are package state: restore their defaults for the next call.
-	for _, c := range commands {
-		c.flags.VisitAll(func(f *flag.Flag) { f.Value.Set(f.DefValue) })
-	}
+	progressOut = &stderr
+	defer func() { progressOut = os.Stderr }()
+	code := run(ctx, args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
+}
+
+// interruptedContext is the context of a command that got Ctrl-C.
+func interruptedContext() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(interrupted{os.Interrupt})
+	return ctx
 }
 
 func TestLabPassesAndWritesThePlot(t *testing.T) {

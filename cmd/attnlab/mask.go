@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -28,38 +29,61 @@ for packed documents. -all prints the three causal conventions side by side.
 Example: attnlab mask -past 3 -new 2`,
 })
 
-var (
-	maskPast     = maskCmd.flags.Int("past", 3, "tokens already in the cache")
-	maskNew      = maskCmd.flags.Int("new", 2, "tokens in the new chunk (queries)")
-	maskPad      = maskCmd.flags.String("pad", "", "padding: left:K or right:K")
-	maskSegments = maskCmd.flags.String("segments", "", "comma-separated segment id per token (past+new of them)")
-	maskWindow   = maskCmd.flags.Int("window", 0, "sliding window: key needs qpos − kpos < W (0 = none)")
-	maskConv     = maskCmd.flags.String("convention", "position", "causal convention: position, bottom-right or top-left")
-	maskCausal   = maskCmd.flags.Bool("causal", true, "causal mask")
-	maskAll      = maskCmd.flags.Bool("all", false, "print all three causal conventions")
-)
+type maskOpts struct {
+	past, new, window   int
+	pad, segments, conv string
+	causal, all         bool
+}
 
-func init() { maskCmd.run = runMask }
+// maxMaskTokens caps past+new: a wider table is unreadable, and drawing
+// one of 100,000² cells would take gigabytes.
+const maxMaskTokens = 1024
+
+func init() {
+	maskCmd.define = func(fs *flag.FlagSet) runFunc {
+		o := &maskOpts{}
+		fs.IntVar(&o.past, "past", 3, "tokens already in the cache")
+		fs.IntVar(&o.new, "new", 2, "tokens in the new chunk (queries)")
+		fs.StringVar(&o.pad, "pad", "", "padding: left:K or right:K")
+		fs.StringVar(&o.segments, "segments", "", "comma-separated segment id per token (past+new of them)")
+		fs.IntVar(&o.window, "window", 0, "sliding window: key needs qpos − kpos < W (0 = none)")
+		fs.StringVar(&o.conv, "convention", "position", "causal convention: position, bottom-right or top-left")
+		fs.BoolVar(&o.causal, "causal", true, "causal mask")
+		fs.BoolVar(&o.all, "all", false, "print all three causal conventions")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runMask(ctx, o, stdout)
+		}
+	}
+}
 
 // maskConfig builds the single-sequence configuration the flags describe.
-func maskConfig() (*attention.Config, error) {
-	P, M := *maskPast, *maskNew
+func maskConfig(o *maskOpts) (*attention.Config, error) {
+	P, M := o.past, o.new
 	if P < 0 {
 		return nil, usageError{fmt.Sprintf("-past %d: want >= 0", P)}
 	}
 	if M < 1 {
 		return nil, usageError{fmt.Sprintf("-new %d: want >= 1", M)}
 	}
+	if P+M > maxMaskTokens {
+		return nil, usageError{fmt.Sprintf("-past %d -new %d: a table of %d keys is too wide to read; want past+new <= %d", P, M, P+M, maxMaskTokens)}
+	}
+	if o.window < 0 {
+		return nil, usageError{fmt.Sprintf("-window %d: want >= 0", o.window)}
+	}
 	N := P + M
 	valid := make([]bool, N)
 	for i := range valid {
 		valid[i] = true
 	}
-	if *maskPad != "" {
-		side, num, ok := strings.Cut(*maskPad, ":")
+	if o.pad != "" {
+		side, num, ok := strings.Cut(o.pad, ":")
 		k, err := strconv.Atoi(num)
 		if !ok || err != nil || k < 0 || k > N || (side != "left" && side != "right") {
-			return nil, usageError{fmt.Sprintf("-pad %q: want left:K or right:K with 0 <= K <= %d", *maskPad, N)}
+			return nil, usageError{fmt.Sprintf("-pad %q: want left:K or right:K with 0 <= K <= %d", o.pad, N)}
 		}
 		for x := range k {
 			if side == "left" {
@@ -70,8 +94,8 @@ func maskConfig() (*attention.Config, error) {
 		}
 	}
 	var seg []int
-	if *maskSegments != "" {
-		parts := strings.Split(*maskSegments, ",")
+	if o.segments != "" {
+		parts := strings.Split(o.segments, ",")
 		if len(parts) != N {
 			return nil, usageError{fmt.Sprintf("-segments has %d ids, want past+new = %d", len(parts), N)}
 		}
@@ -83,7 +107,7 @@ func maskConfig() (*attention.Config, error) {
 			seg = append(seg, id)
 		}
 	}
-	conv, err := attention.ParseConvention(*maskConv)
+	conv, err := attention.ParseConvention(o.conv)
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
@@ -100,7 +124,7 @@ func maskConfig() (*attention.Config, error) {
 		}
 	}
 	c := &attention.Config{B: 1, Hq: 1, Hkv: 1, M: M, N: N, D: 1, Dv: 1,
-		Causal: *maskCausal, Convention: conv, Window: *maskWindow,
+		Causal: o.causal, Convention: conv, Window: o.window,
 		KPos: pos, QPos: pos[P:], KValid: valid, QValid: valid[P:]}
 	if seg != nil {
 		c.KSeg, c.QSeg = seg, seg[P:]
@@ -111,16 +135,13 @@ func maskConfig() (*attention.Config, error) {
 	return c, nil
 }
 
-func runMask(ctx context.Context, args []string, stdout io.Writer) error {
-	if err := noArgs(args); err != nil {
-		return err
-	}
-	c, err := maskConfig()
+func runMask(ctx context.Context, o *maskOpts, stdout io.Writer) error {
+	c, err := maskConfig(o)
 	if err != nil {
 		return err
 	}
 	convs := []attention.Convention{c.Convention}
-	if *maskAll {
+	if o.all {
 		convs = []attention.Convention{attention.Positions, attention.BottomRight, attention.TopLeft}
 	}
 	var b strings.Builder

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"path/filepath"
 
 	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/safetensors"
 )
 
@@ -17,9 +19,11 @@ var refCmd = register(&command{
 metadata from a safetensors file, runs the reference forward and backward,
 and writes outputs and gradients to another safetensors file. Computation
 runs in float64 unless -dtype float32, which writes F32 outputs. Bad input
-(a missing or misshapen tensor, a bad or unknown metadata key and, for ops
-other than attention, a tensor the op does not read) gives a one-line error
-naming the tensor or key and exit status 1, and OUT is not written.
+(a missing or misshapen tensor, a NaN or infinite input, a bad or unknown
+metadata key and, for ops other than attention, a tensor the op does not
+read) gives a one-line error naming the tensor or key and exit status 1,
+and OUT is not written. An existing OUT is refused unless -force, and OUT
+may never be IN.
 Metadata keys starting with x- are ignored.
 
 Gradients are computed when the output gradient (do or dy) is given. The
@@ -88,34 +92,47 @@ the head's gradient is part of grad.model.embed_tokens.weight).
 Example: attnlab ref -op block -in layer.safetensors -out result.safetensors`,
 })
 
-var (
-	refOp    = refCmd.flags.String("op", "", "operation: attention, rope, rmsnorm, swiglu, block or decoder")
-	refIn    = refCmd.flags.String("in", "", "input safetensors file")
-	refOut   = refCmd.flags.String("out", "", "output safetensors file")
-	refDtype = refCmd.flags.String("dtype", "float64", "computation dtype: float64 or float32")
-)
+type refOpts struct {
+	op, in, out, dtype string
+	force              bool
+}
 
-func init() { refCmd.run = runRef }
-
-func runRef(ctx context.Context, args []string, stdout io.Writer) error {
-	if err := noArgs(args); err != nil {
-		return err
+func init() {
+	refCmd.define = func(fs *flag.FlagSet) runFunc {
+		o := &refOpts{}
+		fs.StringVar(&o.op, "op", "", "operation: attention, rope, rmsnorm, swiglu, block or decoder")
+		fs.StringVar(&o.in, "in", "", "input safetensors file")
+		fs.StringVar(&o.out, "out", "", "output safetensors file (an existing one is refused unless -force)")
+		fs.StringVar(&o.dtype, "dtype", "float64", "computation dtype: float64 or float32")
+		fs.BoolVar(&o.force, "force", false, "replace an existing -out file")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runRef(o)
+		}
 	}
+}
+
+func runRef(o *refOpts) error {
 	switch {
-	case *refOp == "":
+	case o.op == "":
 		return usageError{"-op is required"}
-	case *refIn == "":
+	case o.in == "":
 		return usageError{"-in is required"}
-	case *refOut == "":
+	case o.out == "":
 		return usageError{"-out is required"}
 	}
-	in, err := safetensors.ReadFile(*refIn)
+	if err := output.File(o.out, o.force, o.in); err != nil {
+		return err
+	}
+	in, err := safetensors.ReadFile(o.in)
 	if err != nil {
 		return err
 	}
-	out, err := oracle.RunAt(filepath.Dir(*refIn), *refOp, in, *refDtype)
+	out, err := oracle.RunAt(filepath.Dir(o.in), o.op, in, o.dtype)
 	if err != nil {
 		return err
 	}
-	return safetensors.WriteFile(*refOut, out)
+	return safetensors.WriteFile(o.out, out)
 }

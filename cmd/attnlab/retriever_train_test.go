@@ -2,8 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -121,8 +120,8 @@ func TestRetrieverTrainThenEvalAndSearch(t *testing.T) {
 		t.Errorf("want the validation MRR@10 over the %d pairs of val.jsonl in:\n%s", len(val), stdout)
 	}
 	indexDir := filepath.Join(out, "index")
-	if want := "index: " + strconv.Itoa(len(test)) + " documents embedded in "; !strings.Contains(stdout, want) || !strings.Contains(stdout, "saved to "+indexDir) {
-		t.Errorf("the report lacks %q…saved to %s:\n%s", want, indexDir, stdout)
+	if want := "index: " + strconv.Itoa(len(test)) + " documents in " + indexDir; !strings.Contains(stdout, want) {
+		t.Errorf("the report lacks %q:\n%s", want, stdout)
 	}
 
 	// eval reads the checkpoint, or the encoder of the index: same ranks.
@@ -252,16 +251,15 @@ func TestRetrieverTrainErrors(t *testing.T) {
 		noOut bool   // the output folder is not created
 	}{
 		{[]string{}, 2, "-data is required", true},
-		{[]string{"-data", data, "-steps", "0"}, 2, "-steps must be positive", true},
-		{[]string{"-data", data, "-text", "bogus"}, 2, `-text "bogus"`, true},
+		{[]string{"-data", data, "-steps", "0"}, 2, "steps 0", true},
+		{[]string{"-data", data, "-text", "bogus"}, 2, `text "bogus"`, true},
+		{[]string{"-data", data, "-lr", "-1"}, 2, "lr -1", true},
 		{[]string{"-data", data, "stray"}, 2, `unexpected argument "stray"`, true},
 		{[]string{"-data", bad}, 1, filepath.Join(bad, "train.jsonl") + ":3:", true},
 		{[]string{"-data", filepath.Join(dir, "nosuch")}, 1, filepath.Join(dir, "nosuch", "train.jsonl"), true},
 		{[]string{"-data", data, "-index-data", filepath.Join(dir, "nosuch.jsonl")}, 1, "nosuch.jsonl", true},
 		{[]string{"-data", data, "-batch", "1000"}, 1, "fewer than a batch of 1000", true},
-		// The configuration is checked once the tokenizer is learned, after
-		// the output folder is made: it may be left behind, empty.
-		{[]string{"-data", data, "-heads", "3"}, 2, "num_attention_heads = 3", false},
+		{[]string{"-data", data, "-heads", "3"}, 2, "num_attention_heads = 3", true},
 	} {
 		out := filepath.Join(dir, "out"+strconv.Itoa(i))
 		args := append([]string{"retriever", "train", "-out", out}, tinyRetriever...)
@@ -272,7 +270,7 @@ func TestRetrieverTrainErrors(t *testing.T) {
 		if c.code == 2 {
 			wantLines = 2 // and the pointer to the help
 		}
-		if code != c.code || !strings.HasPrefix(lines[0], "attnlab retriever: ") || !strings.Contains(lines[0], c.want) || len(lines) != wantLines {
+		if code != c.code || !strings.HasPrefix(lines[0], "attnlab retriever train: ") || !strings.Contains(lines[0], c.want) || len(lines) != wantLines {
 			t.Errorf("train %v: exit %d, stderr %q; want exit %d and %d line(s) naming %q", c.args, code, stderr, c.code, wantLines, c.want)
 		}
 		if _, err := os.Stat(out); c.noOut && err == nil {
@@ -354,16 +352,16 @@ func TestRetrieverTrainKeepsTheIndexWhole(t *testing.T) {
 	index := filepath.Join(out, "index")
 	before := readTree(t, index)
 
+	// Without -force the finished run is refused, naming the folder.
+	args := append([]string{"retriever", "train", "-data", data, "-out", out, "-force"}, tinyRetriever...)
+	if code, _, stderr := attnlab(t, args[:len(args)-len(tinyRetriever)-1]...); code != 2 || !strings.Contains(stderr, out) || !strings.Contains(stderr, "-force") {
+		t.Errorf("a second run into a finished one: exit %d, %q; want 2 naming the folder and -force", code, stderr)
+	}
 	// A run interrupted before its first step (the context is what an
 	// interrupt cancels) saves nothing.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var stdout bytes.Buffer
-	args := append([]string{"train", "-data", data, "-out", out}, tinyRetriever...)
-	args = append(args, "-seed", "2")
-	err := runRetriever(ctx, args, &stdout)
-	if !errors.Is(err, errFailed) || !strings.Contains(stdout.String(), "interrupted at step 0") {
-		t.Fatalf("interrupted run: error %v, output:\n%s", err, stdout.String())
+	code, stdout, stderr := attnlabCtx(t, interruptedContext(), append(args, "-seed", "2")...)
+	if code != 130 || !strings.Contains(stdout, "nothing written") {
+		t.Fatalf("interrupted run: exit %d, output:\n%s%s", code, stdout, stderr)
 	}
 	if after := readTree(t, index); !maps.EqualFunc(before, after, bytes.Equal) {
 		t.Errorf("the interrupted run changed the index: %d files before, %d after", len(before), len(after))
@@ -376,7 +374,7 @@ func TestRetrieverTrainKeepsTheIndexWhole(t *testing.T) {
 	}
 
 	// A finished second run with another seed replaces the index.
-	trainRetriever(t, data, out, "-seed", "2")
+	trainRetriever(t, data, out, "-seed", "2", "-force")
 	after := readTree(t, index)
 	if maps.EqualFunc(before, after, bytes.Equal) {
 		t.Errorf("a second run with another seed left the index as it was")
@@ -466,16 +464,23 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("retriever eval exited %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, sys := range []string{"bm25", "dense", "hybrid", "bm25+rerank", "dense+rerank", "hybrid+rerank"} {
+	// every system the models allow, fused and unfused, in one run
+	for _, sys := range []string{"bm25", "dense", "hybrid", "bm25+rerank", "dense+rerank", "hybrid+rerank", "bm25+rerank+fused", "hybrid+rerank+fused"} {
 		if !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(sys) + `\s+\d\.\d{4}`).MatchString(stdout) {
 			t.Errorf("eval output lacks the row %s:\n%s", sys, stdout)
 		}
 	}
 
 	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-systems", "bm25+rerank",
-		"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-rerank-fuse", "-candidates", "6")
-	if code != 0 || !strings.Contains(stdout, "bm25+rerank") {
-		t.Errorf("eval -rerank-fuse exited %d\n%s\n%s", code, stdout, stderr)
+		"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-candidates", "6", "-json")
+	var js struct {
+		Rows []struct {
+			System string  `json:"system"`
+			MRR10  float64 `json:"mrr10"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &js); code != 0 || err != nil || len(js.Rows) != 1 || js.Rows[0].System != "bm25+rerank" {
+		t.Errorf("eval -json exited %d (%v)\n%s\n%s", code, err, stdout, stderr)
 	}
 
 	// bad input: a reranker folder that is a dual encoder's; +rerank without -reranker
@@ -489,7 +494,7 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 			t.Errorf("eval %v: exit %d\n%s%s", args, code, stdout, stderr)
 		}
 	}
-	code, _, stderr = attnlab(t, "retriever", "rerank", "-data", data, "-out", out, "-model", filepath.Join(out, "nosuch"), "-quiet")
+	code, _, stderr = attnlab(t, "retriever", "rerank", "-data", data, "-out", out, "-model", filepath.Join(out, "nosuch"), "-quiet", "-force")
 	if code == 0 || !strings.Contains(stderr, "nosuch") {
 		t.Errorf("rerank with a missing model: exit %d, %s", code, stderr)
 	}

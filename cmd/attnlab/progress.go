@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/attnlab/attnlab/train"
+)
+
+// progressOut is where progress goes: stderr, so that stdout stays the
+// result. A variable for the tests.
+var progressOut io.Writer = os.Stderr
+
+// logEvery is how often progress is printed as a line when stderr is not
+// a terminal (a log file, CI): a long run still says where it is.
+var logEvery = 30 * time.Second
+
+// progress shows how far a long task is: a bar on a terminal, else a line
+// every logEvery; nothing with quiet.
+type progress struct {
+	bar          *progressbar.ProgressBar
+	what         string
+	total        int
+	start, last  time.Time
+	quiet, lines bool
+}
+
+func newProgress(total int, what string, quiet bool) *progress {
+	p := &progress{what: what, total: total, start: time.Now(), last: time.Now(), quiet: quiet}
+	if quiet {
+		return p
+	}
+	if f, ok := progressOut.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(f), progressbar.OptionSetWidth(24),
+				progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond),
+				progressbar.OptionSetDescription(what), progressbar.OptionOnCompletion(func() { fmt.Fprintln(f) }))
+			return p
+		}
+	}
+	p.lines = true
+	return p
+}
+
+// set moves the progress to done, with a description of the state.
+func (p *progress) set(done int, desc string) {
+	switch {
+	case p.quiet:
+	case p.bar != nil:
+		if desc != "" {
+			p.bar.Describe(p.what + " " + desc)
+		}
+		p.bar.Set(done)
+	case p.lines && (time.Since(p.last) >= logEvery || done == p.total):
+		p.last = time.Now()
+		elapsed := time.Since(p.start)
+		eta := ""
+		if done > 0 && done < p.total {
+			eta = fmt.Sprintf(", about %s left", (elapsed * time.Duration(p.total-done) / time.Duration(done)).Round(time.Second))
+		}
+		fmt.Fprintf(progressOut, "%s %d/%d %s(%s%s)\n", p.what, done, p.total, desc+" ", elapsed.Round(time.Second), eta)
+	}
+}
+
+// func returns set as a callback of done alone.
+func (p *progress) fn() func(done int) { return func(done int) { p.set(done, "") } }
+
+// trainProgress is a loop's progress callback on p.
+func (p *progress) trainProgress() func(train.Progress) {
+	return func(pr train.Progress) {
+		desc := fmt.Sprintf("loss %.3f", pr.Record["loss"])
+		if acc, ok := pr.Record["accuracy"]; ok {
+			desc += fmt.Sprintf("  acc %.2f", acc)
+		}
+		p.set(pr.Step, fmt.Sprintf("%s  %5.0f tok/s", desc, pr.TokensPerSec))
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/attnlab/attnlab/codesearch"
+	"github.com/attnlab/attnlab/retrieve"
+)
+
+var retrieverEvalCmd = &command{
+	name:  "eval",
+	usage: "-data FILE.jsonl [-model DIR] [-reranker DIR] [-systems LIST] [-json] [-write-index DIR [-force]]",
+	short: "measure retrieval systems on a file of (query, code) pairs",
+	long: `Retriever eval reads any JSONL file of pairs and, for each system, ranks
+all the file's code documents for each query (the gold is the query's own
+document): MRR@10, Recall@1/5/10 and nDCG@10, then the CodeSearchNet
+protocol (the gold among 999 distractors drawn with -seed): CSN MRR, the
+time to build the system's index, and the time of one top-10 query.
+
+Systems: bm25 (Okapi BM25, k1 = 1.2, b = 0.75, over code-aware terms);
+dense (the encoder of -model, exhaustive cosine search); hybrid (reciprocal
+rank fusion, k = 60, of the top 100 of bm25 and of dense); FIRST+rerank
+(the cross-encoder of -reranker re-scores the top -rerank-depth candidates
+of the first stage FIRST) and FIRST+rerank+fused (the same candidates
+ordered by fusing the first stage's and the reranker's ranks). By default,
+every system the given models allow. A file of 10 pairs or fewer is
+measured with a warning: every gold is then in the top 10.
+
+-write-index saves the dense index of the file (for attnlab search); an
+existing folder is refused unless -force, and it may not be an input.
+
+Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker`,
+	define: func(fs *flag.FlagSet) runFunc {
+		o := &codesearch.EvalOptions{}
+		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs (required)")
+		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
+		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder")
+		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems")
+		fs.IntVar(&o.Depth, "rerank-depth", 20, "first-stage candidates the reranker re-scores per query")
+		fs.StringVar(&o.WriteIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
+		fs.BoolVar(&o.Force, "force", false, "replace an existing -write-index folder")
+		fs.IntVar(&o.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")
+		fs.Uint64Var(&o.Seed, "seed", 1, "seed of the distractor draw")
+		fs.IntVar(&o.Workers, "workers", 0, "queries evaluated in parallel (0: GOMAXPROCS); 1 for undisturbed timings")
+		asJSON := fs.Bool("json", false, "print the result as JSON")
+		quiet := fs.Bool("quiet", false, "no progress")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			switch {
+			case o.Data == "":
+				return usagef("-data is required")
+			case o.Candidates < 2 || o.Workers < 0 || o.Depth < 1:
+				return usagef("-candidates %d, -workers %d, -rerank-depth %d: want candidates >= 2, workers >= 0, depth >= 1", o.Candidates, o.Workers, o.Depth)
+			}
+			if *systems != "" {
+				for _, s := range strings.Split(*systems, ",") {
+					s = strings.TrimSpace(s)
+					if err := retrieve.CheckSystem(s, o.Model != "", o.Reranker != ""); err != nil {
+						return usagef("-systems: %v", err)
+					}
+					o.Systems = append(o.Systems, s)
+				}
+			}
+			if o.WriteIndex != "" && o.Model == "" {
+				return usagef("-write-index needs -model")
+			}
+			return runRetrieverEval(ctx, o, *asJSON, *quiet, stdout)
+		}
+	},
+}
+
+func runRetrieverEval(ctx context.Context, o *codesearch.EvalOptions, asJSON, quiet bool, stdout io.Writer) error {
+	ev := events(stdout, 0, "", quiet)
+	ev.Log = nil
+	res, err := codesearch.Evaluate(ctx, *o, ev)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	workers := o.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	fmt.Fprintf(stdout, "%s: %d queries over %d code documents from %d packages; CSN candidates %d, seed %d; workers %d\n",
+		o.Data, res.Queries, res.Queries, res.Packages, min(o.Candidates, res.Queries), o.Seed, workers)
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "system\tMRR@10\tR@1\tR@5\tR@10\tnDCG@10\tCSN MRR\tindex\tquery mean\tp50\tp95\t\n")
+	for _, r := range res.Rows {
+		fmt.Fprintf(w, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t%s\t%s\t\n", r.System,
+			r.MRR10, r.Recall1, r.Recall5, r.Recall10, r.NDCG10, r.CSNMRR,
+			roundDuration(time.Duration(r.BuildSeconds*1e9)), roundDuration(r.RankMean), roundDuration(r.RankP50), roundDuration(r.RankP95))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if res.Index != "" {
+		fmt.Fprintf(stdout, "wrote the dense index of %d documents to %s\n", res.Queries, res.Index)
+	}
+	return nil
+}
+
+// roundDuration keeps three significant digits.
+func roundDuration(d time.Duration) time.Duration {
+	for r := time.Duration(1); ; r *= 10 {
+		if d < 1000*r {
+			return d.Round(r)
+		}
+	}
+}
