@@ -190,3 +190,35 @@ func TestGenerated(t *testing.T) {
 		}
 	}
 }
+
+func TestSurveySplit(t *testing.T) {
+	goroot, dir := testCorpus(t)
+	deb, _ := Debian(dir)
+	srcs := append([]Source{Std(goroot)}, deb...)
+	docs, st, err := Read(context.Background(), srcs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frac := range []float64{0, 0.5, 1} {
+		sv, err := SurveySplit(context.Background(), srcs, Options{}, frac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, held := Split(docs, frac)
+		var want Tally
+		for _, d := range held {
+			want.Add(d)
+		}
+		if sv.Stats != st || sv.All.Files != len(docs) || sv.All.Units() != len(Units(docs)) || sv.All.StdFiles != st.StdFiles {
+			t.Errorf("frac %g: survey counts %+v / %+v, want the stats of Read %+v", frac, sv.Stats, sv.All, st)
+		}
+		if sv.Held.Files != want.Files || sv.Held.Bytes != want.Bytes || sv.Held.Units() != len(Units(held)) || len(sv.HeldDocs) != len(held) {
+			t.Errorf("frac %g: held out %+v (%d units), want %+v (%d units)", frac, sv.Held, sv.Held.Units(), want, len(Units(held)))
+		}
+		for i, d := range sv.HeldDocs {
+			if d.Path != held[i].Path || d.Text != nil {
+				t.Errorf("frac %g: held-out document %d is %s with %d bytes of text, want %s without", frac, i, d.Path, len(d.Text), held[i].Path)
+			}
+		}
+	}
+}

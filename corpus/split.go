@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -89,4 +90,52 @@ func WriteFileList(path string, docs []Document, root string) error {
 		return fmt.Errorf("corpus: %w", err)
 	}
 	return nil
+}
+
+// Tally counts documents: files, bytes and distinct units, and of them
+// those from the standard library. The zero Tally is ready to use.
+type Tally struct {
+	Files, StdFiles int
+	Bytes, StdBytes int64
+	units           map[string]bool
+}
+
+// Add counts d.
+func (t *Tally) Add(d Document) {
+	if t.units == nil {
+		t.units = map[string]bool{}
+	}
+	t.units[d.Unit] = true
+	t.Files++
+	t.Bytes += int64(len(d.Text))
+	if strings.HasPrefix(d.Path, "std/") {
+		t.StdFiles++
+		t.StdBytes += int64(len(d.Text))
+	}
+}
+
+// Units is the number of distinct units counted.
+func (t *Tally) Units() int { return len(t.units) }
+
+// Survey is what SurveySplit counts.
+type Survey struct {
+	Stats     Stats
+	All, Held Tally
+	HeldDocs  []Document // the held-out documents, in order, without their Text
+}
+
+// SurveySplit walks srcs as Walk does, without keeping the text, and counts
+// all documents and those held out at frac.
+func SurveySplit(ctx context.Context, srcs []Source, opt Options, frac float64) (*Survey, error) {
+	s := &Survey{}
+	var err error
+	s.Stats, err = Walk(ctx, srcs, opt, func(d Document) error {
+		if s.All.Add(d); HeldOut(d.Unit, frac) {
+			s.Held.Add(d)
+			d.Text = nil
+			s.HeldDocs = append(s.HeldDocs, d)
+		}
+		return nil
+	})
+	return s, err
 }
