@@ -71,7 +71,8 @@ func main() {
 }
 
 // run dispatches args and returns the exit status: 0 on success, 1 when the
-// command fails, 2 when it was called wrongly.
+// command fails, 2 when it was called wrongly, 130 when it was interrupted
+// (its error wraps context.Canceled).
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		printCommands(stderr)
@@ -116,6 +117,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		case errors.Is(err, errFailed):
 			return 1
+		case errors.Is(err, context.Canceled):
+			fmt.Fprintf(stderr, "attnlab %s: %v\n", c.name, err)
+			return 130
 		default:
 			fmt.Fprintf(stderr, "attnlab %s: %v\n", c.name, err)
 			return 1
