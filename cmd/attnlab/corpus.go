@@ -178,7 +178,7 @@ func runCorpusStats(ctx context.Context, o *corpusOpts, stdout io.Writer) error 
 		return fmt.Sprintf("%d packages, %d files, %.1f MB (std %d files, %.1f MB; Debian %d files, %.1f MB)",
 			t.Units(), t.Files, mb(t.Bytes), t.StdFiles, mb(t.StdBytes), t.Files-t.StdFiles, mb(t.Bytes-t.StdBytes))
 	}
-	fmt.Fprintf(stdout, "sources: %d (%d Debian packages; %d without Go source)\n", st.Sources, debs, st.EmptySources)
+	fmt.Fprintf(stdout, "sources: %d (%d Debian packages); %d with no file kept\n", st.Sources, debs, st.EmptySources)
 	fmt.Fprintf(stdout, "kept: %s\n", counts(sv.All))
 	fmt.Fprintf(stdout, "skipped: %d tests, %d generated, %d vendored, %d in testdata, %d hidden, %d over %d KB, %d empty\n",
 		st.Tests, st.Generated, st.Vendored, st.TestData, st.Hidden, st.Large, o.maxKB, st.Empty)

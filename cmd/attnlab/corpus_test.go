@@ -72,7 +72,7 @@ func TestCorpusFetchAndStats(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("stats exited %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"sources: 3 (3 Debian packages; 1 without Go source)", "kept: 2 packages, 2 files",
+	for _, want := range []string{"sources: 3 (3 Debian packages); 1 with no file kept", "kept: 2 packages, 2 files",
 		"duplicates dropped: 1 files", "held out at -val-frac 1: 2 packages, 2 files", "relative to " + filepath.Join(dir, "pkgs")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stats output lacks %q:\n%s", want, out)
