@@ -108,11 +108,14 @@ func runCorpusFetch(ctx context.Context, o *corpusOpts, stdout io.Writer) error 
 	var bar *progressbar.ProgressBar
 	res, err := corpus.Fetch(ctx, names, o.out, corpus.FetchOptions{Progress: func(p corpus.Progress) {
 		if bar == nil && p.Done < p.Total {
-			bar = newBar(p.Total, "", false)
+			if bar = newBar(p.Total, "", false); bar != nil {
+				progressbar.OptionThrottle(0)(bar) // a package takes a second or more: show each name at once
+			}
 		}
 		if bar != nil {
-			bar.Describe(p.Package)
-			bar.Set(p.Done)
+			if bar.Set(p.Done); p.Package != "" {
+				bar.Describe(fmt.Sprintf("%-32.32s", p.Package))
+			}
 		}
 	}})
 	if bar != nil && !bar.IsFinished() {
