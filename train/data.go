@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 )
@@ -47,7 +47,7 @@ func GoSource(root string) ([]Document, error) {
 		if err != nil {
 			return err
 		}
-		if len(text) == 0 || generated(text) {
+		if len(text) == 0 || corpus.Generated(text) {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
@@ -62,23 +62,6 @@ func GoSource(root string) ([]Document, error) {
 		return nil, fmt.Errorf("train: corpus %s holds no non-test .go file", root)
 	}
 	return docs, nil
-}
-
-// generated reports whether a Go file carries the standard marker
-// "// Code generated … DO NOT EDIT." before its package clause.
-func generated(text []byte) bool {
-	head := text
-	if bytes.HasPrefix(text, []byte("package ")) {
-		head = nil
-	} else if i := bytes.Index(text, []byte("\npackage ")); i >= 0 {
-		head = text[:i]
-	}
-	for _, line := range bytes.Split(head, []byte("\n")) {
-		if bytes.HasPrefix(line, []byte("// Code generated ")) && bytes.HasSuffix(bytes.TrimSpace(line), []byte("DO NOT EDIT.")) {
-			return true
-		}
-	}
-	return false
 }
 
 func pathDir(rel string) string {

@@ -55,7 +55,7 @@ func (p *progress) set(done int, desc string) {
 			p.bar.Describe(p.what + " " + desc)
 		}
 		p.bar.Set(done)
-	case p.lines && (time.Since(p.last) >= logEvery || done == p.total):
+	case p.lines && time.Since(p.last) >= logEvery:
 		p.last = time.Now()
 		elapsed := time.Since(p.start)
 		eta := ""

@@ -42,8 +42,9 @@ func binary(t *testing.T) string {
 }
 
 // startUntil starts the binary with args and waits until a line of its
-// stdout contains marker; it returns the process and what it printed so far.
-func startUntil(t *testing.T, marker string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+// stdout contains marker; it returns the process and its output, complete
+// once waitExit returned.
+func startUntil(t *testing.T, marker string, args ...string) (*proc, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	var stderr bytes.Buffer
@@ -58,7 +59,9 @@ func startUntil(t *testing.T, marker string, args ...string) (*exec.Cmd, *bytes.
 	var stdout bytes.Buffer
 	sc := bufio.NewScanner(pipe)
 	found := make(chan bool, 1)
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		seen := false
 		for sc.Scan() {
 			stdout.WriteString(sc.Text() + "\n")
@@ -74,6 +77,7 @@ func startUntil(t *testing.T, marker string, args ...string) (*exec.Cmd, *bytes.
 	select {
 	case ok := <-found:
 		if !ok {
+			<-read
 			cmd.Wait()
 			t.Fatalf("%v ended without printing %q:\n%s%s", args, marker, stdout.String(), stderr.String())
 		}
@@ -81,15 +85,27 @@ func startUntil(t *testing.T, marker string, args ...string) (*exec.Cmd, *bytes.
 		cmd.Process.Kill()
 		t.Fatalf("%v: no %q within 2 minutes", args, marker)
 	}
-	return cmd, &stdout, &stderr
+	return &proc{cmd, read}, &stdout, &stderr
+}
+
+// proc is a started command whose stdout is being read.
+type proc struct {
+	*exec.Cmd
+	read chan struct{} // closed when stdout is read to its end
 }
 
 // waitExit waits for cmd and returns its exit status; a process that does
 // not stop within the limit is killed and fails the test.
-func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
+func waitExit(t *testing.T, p *proc, limit time.Duration) int {
 	t.Helper()
+	cmd := p.Cmd
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		if p.read != nil {
+			<-p.read // Wait closes the pipe: read it all first
+		}
+		done <- cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
@@ -161,7 +177,7 @@ func TestCtrlCStopsBench(t *testing.T) {
 	time.Sleep(time.Second)
 	start := time.Now()
 	cmd.Process.Signal(os.Interrupt)
-	if code := waitExit(t, cmd, 10*time.Second); code != 130 {
+	if code := waitExit(t, &proc{Cmd: cmd}, 10*time.Second); code != 130 {
 		t.Errorf("bench: exit %d, want 130\n%s%s", code, stdout.String(), stderr.String())
 	}
 	t.Logf("bench stopped %v after SIGINT", time.Since(start))

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/attnlab/attnlab/corpus"
+	"github.com/attnlab/attnlab/internal/output"
+)
+
+var corpusCmd = register(&command{
+	name:  "corpus",
+	usage: "fetch | stats  [flags]",
+	short: "fetch the Debian Go packages of the language model's corpus; count what the corpus holds",
+	long: `Corpus gathers the Go source the language model trains on: "corpus fetch"
+downloads and unpacks the listed Debian Go packages, "corpus stats" counts
+what the standard library and those packages hold once tests, generated
+files, vendored copies and duplicates are dropped, and lists the held-out
+files.
+
+Example: attnlab corpus fetch -list debian-go-packages.txt -out ~/.cache/attnlab/corpus && attnlab corpus stats -dir ~/.cache/attnlab/corpus`,
+	subs: []*command{corpusFetchCmd, corpusStatsCmd},
+})
+
+var corpusFetchCmd = &command{
+	name:  "fetch",
+	usage: "-list FILE -out DIR",
+	short: "download and unpack the listed Debian Go packages (resumable)",
+	long: `Corpus fetch downloads each package of -list (Debian package names, one a
+line, '#' comments) with apt-get download and unpacks it with dpkg -x into
+-out/pkgs/NAME, recording it in -out/manifest.json. It is resumable and
+idempotent: packages already unpacked are skipped, an interrupted fetch
+leaves no half package, and a package apt cannot fetch is named in the
+summary without stopping the others. Run apt-get update first when apt
+does not know the packages.
+
+Example: attnlab corpus fetch -list debian-go-packages.txt -out ~/.cache/attnlab/corpus`,
+	define: func(fs *flag.FlagSet) runFunc {
+		o := &corpusOpts{}
+		fs.StringVar(&o.list, "list", "", "file of Debian package names, one a line (required)")
+		fs.StringVar(&o.out, "out", "", "corpus folder: created, or completed when it exists (required)")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runCorpusFetch(ctx, o, stdout)
+		}
+	},
+}
+
+var corpusStatsCmd = &command{
+	name:  "stats",
+	usage: "[-dir DIR] [-std=false] [-val-frac F] [-list-heldout FILE [-root DIR] [-force]]",
+	short: "count the corpus and its held-out packages; write the held-out file list",
+	long: `Corpus stats reads the corpus meant for the language model: the standard
+library ($(go env GOROOT)/src) and the Go source of the packages in -dir,
+non-test .go files only; generated files, vendored copies (vendor,
+third_party), testdata, hidden folders and files over -max-file-kb are
+skipped, and a file equal to one read before (up to trailing white space)
+is dropped. It prints what was kept and skipped, and the packages held out
+by -val-frac (whole import paths, by hash); -list-heldout writes their
+files for "attnlab lm-eval -files".
+
+Example: attnlab corpus stats -dir ~/.cache/attnlab/corpus -list-heldout heldout.txt`,
+	define: func(fs *flag.FlagSet) runFunc {
+		o := &corpusOpts{}
+		fs.StringVar(&o.dir, "dir", "", "corpus folder made by corpus fetch (none: the standard library alone)")
+		fs.BoolVar(&o.std, "std", true, "read the standard library, $(go env GOROOT)/src, first")
+		fs.Float64Var(&o.frac, "val-frac", 0.1, "share of packages held out (by a hash of the import path, as train -val-frac)")
+		fs.Int64Var(&o.maxKB, "max-file-kb", 1024, "skip files larger than this (0: no limit)")
+		fs.StringVar(&o.heldout, "list-heldout", "", "write the held-out files to this file, one a line, relative to -root")
+		fs.StringVar(&o.root, "root", "", "folder the -list-heldout paths are relative to (default: the deepest one holding them all)")
+		fs.BoolVar(&o.force, "force", false, "replace an existing -list-heldout file")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runCorpusStats(ctx, o, stdout)
+		}
+	},
+}
+
+type corpusOpts struct {
+	list, out, dir, heldout, root string
+	std, force                    bool
+	frac                          float64
+	maxKB                         int64
+}
+
+func runCorpusFetch(ctx context.Context, o *corpusOpts, stdout io.Writer) error {
+	if o.list == "" || o.out == "" {
+		return usageError{"-list and -out are required"}
+	}
+	names, err := corpus.ReadList(o.list)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var bar *progress
+	res, err := corpus.Fetch(ctx, names, o.out, corpus.FetchOptions{Progress: func(p corpus.Progress) {
+		if bar == nil && p.Done < p.Total {
+			bar = newProgress(p.Total, "fetching", false)
+		}
+		if bar != nil {
+			bar.set(p.Done, fmt.Sprintf("%-32.32s", p.Package))
+		}
+	}})
+	if res == nil {
+		return err
+	}
+	if res.Stale > 0 {
+		fmt.Fprintf(stdout, "removed %d temporaries of an interrupted fetch\n", res.Stale)
+	}
+	if len(res.Fetched)+len(res.Failed) == 0 && err == nil {
+		fmt.Fprintf(stdout, "%s: all %d packages already fetched; nothing to do\n", o.out, res.Present)
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s: fetched %d packages (%.1f MB of Go source) in %s; %d already there; %d failed\n",
+		o.out, len(res.Fetched), float64(res.Bytes)/1e6, time.Since(start).Round(time.Second), res.Present, len(res.Failed))
+	unknown := false
+	for _, f := range res.Failed {
+		fmt.Fprintf(stdout, "  %s: %v\n", f.Package, f.Err)
+		unknown = unknown || strings.Contains(f.Err.Error(), "Unable to locate")
+	}
+	if unknown {
+		fmt.Fprintln(stdout, "apt does not know some packages: check the names, or run apt-get update and fetch again")
+	}
+	return err
+}
+
+func runCorpusStats(ctx context.Context, o *corpusOpts, stdout io.Writer) error {
+	switch {
+	case !(o.frac >= 0 && o.frac <= 1) || o.maxKB < 0:
+		return usageError{fmt.Sprintf("-val-frac %g, -max-file-kb %d: want a share in [0, 1] and a size >= 0", o.frac, o.maxKB)}
+	case o.dir == "" && !o.std:
+		return usageError{"nothing to read: give -dir, or leave -std on"}
+	}
+	if o.heldout != "" {
+		if err := output.File(o.heldout, o.force); err != nil {
+			return err
+		}
+	}
+	var srcs []corpus.Source
+	if o.std {
+		srcs = append(srcs, corpus.Std(goRoot()))
+	}
+	var debs int
+	if o.dir != "" {
+		deb, err := corpus.Debian(o.dir)
+		if err != nil {
+			return err
+		}
+		srcs, debs = append(srcs, deb...), len(deb)
+	}
+	limit := o.maxKB << 10
+	if limit == 0 {
+		limit = -1 // no limit
+	}
+	start := time.Now()
+	sv, err := corpus.SurveySplit(ctx, srcs, corpus.Options{MaxFileBytes: limit}, o.frac)
+	if err != nil {
+		return err
+	}
+	st := sv.Stats
+	mb := func(b int64) float64 { return float64(b) / 1e6 }
+	counts := func(t corpus.Tally) string {
+		return fmt.Sprintf("%d packages, %d files, %.1f MB (std %d files, %.1f MB; Debian %d files, %.1f MB)",
+			t.Units(), t.Files, mb(t.Bytes), t.StdFiles, mb(t.StdBytes), t.Files-t.StdFiles, mb(t.Bytes-t.StdBytes))
+	}
+	fmt.Fprintf(stdout, "sources: %d (%d Debian packages); %d with no file kept\n", st.Sources, debs, st.EmptySources)
+	fmt.Fprintf(stdout, "kept: %s\n", counts(sv.All))
+	fmt.Fprintf(stdout, "skipped: %d tests, %d generated, %d vendored, %d in testdata, %d hidden, %d over %d KB, %d empty\n",
+		st.Tests, st.Generated, st.Vendored, st.TestData, st.Hidden, st.Large, o.maxKB, st.Empty)
+	fmt.Fprintf(stdout, "duplicates dropped: %d files, %.1f MB\n", st.Duplicates, mb(st.DupBytes))
+	fmt.Fprintf(stdout, "held out at -val-frac %g: %s\n", o.frac, counts(sv.Held))
+	fmt.Fprintf(stdout, "read in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if o.heldout == "" {
+		return nil
+	}
+	if len(sv.HeldDocs) == 0 {
+		return fmt.Errorf("-list-heldout %s: no package is held out at -val-frac %g", o.heldout, o.frac)
+	}
+	if o.root == "" {
+		o.root = corpus.CommonDir(sv.HeldDocs)
+	}
+	if err := corpus.WriteFileList(o.heldout, sv.HeldDocs, o.root); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %d held-out files to %s, relative to %s\n", len(sv.HeldDocs), o.heldout, o.root)
+	return nil
+}
