@@ -10,7 +10,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/internal/compress"
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
@@ -22,18 +25,21 @@ const (
 	CheckpointDir = "checkpoint"
 	CurvesFile    = "curves.csv"
 	PlotFile      = "loss.png"
+	HeldOutFile   = "heldout.txt" // the held-out files, one a line, relative to /, for attnlab lm-eval -files
 )
 
 // RunOptions describe a whole training run of the language model: the
 // corpus, the tokenizer, the model, the optimiser and the output folder.
 type RunOptions struct {
-	Src      string  // folder of Go source
-	CorpusMB float64 // a seeded sample of files up to this size
-	ValFrac  float64 // share of directories held out
+	Src      string  // folder of Go source (the standard library: $GOROOT/src)
+	Corpus   string  // folder of Debian packages (attnlab corpus fetch), read after Src; "" none
+	CorpusMB float64 // a seeded sample of files up to this size; 0: every file
+	ValFrac  float64 // share of packages held out (by a hash of the import path)
 	ValKB    int     // validate on at most this many KB of the held-out files
 
-	Tokenizer string // tokenizer.json to load; "" trains one of Vocab ids
-	Vocab     int
+	Tokenizer   string  // tokenizer.json to load; "" trains one of Vocab ids
+	Vocab       int     //
+	TokenizerMB float64 // train the tokenizer on a seeded sample of this size; 0: every training file
 
 	Model  model.Config // sizes; the vocabulary and special ids are filled in
 	Window int          // tokens per training window
@@ -59,8 +65,8 @@ func (o RunOptions) Validate() error {
 		return fmt.Errorf("window %d: want >= 2", o.Window)
 	case o.EvalEvery < 1 || o.SaveEvery < 1:
 		return fmt.Errorf("eval-every %d, ckpt-every %d: want >= 1", o.EvalEvery, o.SaveEvery)
-	case !(o.CorpusMB > 0):
-		return fmt.Errorf("corpus-mb %v: want > 0", o.CorpusMB)
+	case !(o.CorpusMB >= 0) || !(o.TokenizerMB >= 0):
+		return fmt.Errorf("corpus-mb %v, tokenizer-mb %v: want >= 0 (0: all)", o.CorpusMB, o.TokenizerMB)
 	case !(o.ValFrac > 0 && o.ValFrac < 1):
 		return fmt.Errorf("val-frac %v: want in (0, 1)", o.ValFrac)
 	case o.ValKB < 1:
@@ -163,7 +169,7 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 		return nil, err
 	}
 	ckpt := filepath.Join(o.Out, CheckpointDir)
-	target := output.Target{Path: o.Out, Replace: o.Resume || o.Force, Inputs: []string{o.Src, o.Tokenizer}}
+	target := output.Target{Path: o.Out, Replace: o.Resume || o.Force, Inputs: []string{o.Src, o.Corpus, o.Tokenizer}}
 	if err := target.Dir(); err != nil {
 		if errors.Is(err, output.ErrExists) {
 			target.Hint = describeRun(ckpt) + ": -resume continues it, -force starts over"
@@ -177,25 +183,27 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 		}
 	}
 
-	// The corpus: a seeded sample of files up to CorpusMB, split by directory.
-	docs, err := GoSource(o.Src)
+	// The corpus: a seeded sample of files up to CorpusMB, split by package.
+	srcs := []corpus.Source{{Name: srcName(o.Src), Dir: o.Src}}
+	if o.Corpus != "" {
+		deb, err := corpus.Debian(o.Corpus)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, deb...)
+	}
+	read, _, err := corpus.Read(ctx, srcs, corpus.Options{})
 	if err != nil {
 		return nil, err
 	}
 	r := rand.New(rand.NewPCG(o.Seed, 0xc0de))
-	r.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
-	var size int
-	for i, d := range docs {
-		if size += len(d.Text); float64(size) > o.CorpusMB*1e6 {
-			docs = docs[:i]
-			break
-		}
+	r.Shuffle(len(read), func(i, j int) { read[i], read[j] = read[j], read[i] })
+	read = sample(read, o.CorpusMB)
+	trainRead, heldRead := corpus.Split(read, o.ValFrac)
+	if len(trainRead) == 0 || len(heldRead) == 0 {
+		return nil, fmt.Errorf("train: corpus %s: %d training and %d held-out files: both must be non-empty (more files, or another -val-frac)", o.Src, len(trainRead), len(heldRead))
 	}
-	trainDocs, valDocs := Split(docs, o.ValFrac)
-	if len(trainDocs) == 0 || len(valDocs) == 0 {
-		return nil, fmt.Errorf("train: corpus %s: %d training and %d validation files: both must be non-empty (more files, or another -val-frac)", o.Src, len(trainDocs), len(valDocs))
-	}
-	valDocs = LimitBytes(valDocs, o.ValKB*1024)
+	trainDocs, valDocs := documents(trainRead), LimitBytes(documents(heldRead), o.ValKB*1024)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -208,9 +216,9 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	case o.Tokenizer != "":
 		tok, err = tokenizer.Load(o.Tokenizer)
 	default:
-		texts := make([][]byte, len(trainDocs))
-		for i, d := range trainDocs {
-			texts[i] = d.Text
+		var texts [][]byte
+		for _, d := range sample(trainRead, o.TokenizerMB) {
+			texts = append(texts, d.Text)
 		}
 		tok, err = tokenizer.TrainContext(ctx, texts, o.Vocab, tokenizer.Options{})
 	}
@@ -289,6 +297,9 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
+	if err := corpus.WriteFileList(filepath.Join(o.Out, HeldOutFile), absolute(heldRead), "/"); err != nil {
+		return nil, err
+	}
 	offset := Mean(loop.Rows, "seconds", -1) // a resumed run's clock goes on
 	if math.IsNaN(offset) {
 		offset = 0
@@ -363,4 +374,54 @@ func LimitBytes(docs []Document, n int) []Document {
 		}
 	}
 	return docs
+}
+
+// srcName names the source of folder dir: "std" for the standard library.
+func srcName(dir string) string {
+	if filepath.Base(dir) == "src" && fileExists(filepath.Join(dir, "runtime", "runtime.go")) {
+		return "std"
+	}
+	return "src"
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// sample keeps the first documents up to mb megabytes (all for 0).
+func sample(docs []corpus.Document, mb float64) []corpus.Document {
+	if mb == 0 {
+		return docs
+	}
+	size := 0
+	for i, d := range docs {
+		if size += len(d.Text); float64(size) > mb*1e6 && i > 0 {
+			return docs[:i]
+		}
+	}
+	return docs
+}
+
+// documents converts corpus documents to training documents.
+func documents(docs []corpus.Document) []Document {
+	out := make([]Document, len(docs))
+	for i, d := range docs {
+		out[i] = Document{Path: d.Path, Dir: d.Unit, Text: d.Text}
+	}
+	return out
+}
+
+// absolute returns docs with their files as absolute paths, for a list
+// that any working directory can read.
+func absolute(docs []corpus.Document) []corpus.Document {
+	out := make([]corpus.Document, len(docs))
+	for i, d := range docs {
+		out[i] = d
+		if abs, err := filepath.Abs(d.File); err == nil {
+			out[i].File = abs
+		}
+	}
+	slices.SortFunc(out, func(a, b corpus.Document) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }

@@ -258,11 +258,11 @@ func parseFlags(fs *flag.FlagSet, args []string, positional bool) ([]string, err
 func report(ctx context.Context, c *command, err error, stderr io.Writer) int {
 	var sig interrupted
 	if errors.As(context.Cause(ctx), &sig) {
+		msg := sig.Error()
 		if err != nil && !errors.Is(err, errFailed) && err != context.Canceled {
-			fmt.Fprintf(stderr, "attnlab %s: %v\n", c.fullName(), err)
-		} else {
-			fmt.Fprintf(stderr, "attnlab %s: %v\n", c.fullName(), sig)
+			msg += ": " + err.Error()
 		}
+		fmt.Fprintf(stderr, "attnlab %s: %s\n", c.fullName(), msg)
 		return sig.status()
 	}
 	var ue usageError

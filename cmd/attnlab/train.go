@@ -43,9 +43,11 @@ Example: attnlab train -out run1`,
 func trainFlags(fs *flag.FlagSet) runFunc {
 	o := &train.RunOptions{Options: train.Options{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}}
 	fs.StringVar(&o.Src, "src", "", "folder of Go source (default: $(go env GOROOT)/src)")
+	fs.StringVar(&o.Corpus, "corpus", "", "folder of Debian Go packages (attnlab corpus fetch) read after -src")
+	fs.Float64Var(&o.TokenizerMB, "tokenizer-mb", 0, "train the tokenizer on a seeded sample of this many MB of the training files (0: all)")
 	fs.StringVar(&o.Out, "out", "attnlab-run", "output folder: checkpoint, curves, plot")
-	fs.Float64Var(&o.CorpusMB, "corpus-mb", 24, "use at most this many MB of source files (a seeded sample of files)")
-	fs.Float64Var(&o.ValFrac, "val-frac", 0.05, "fraction of directories held out for validation")
+	fs.Float64Var(&o.CorpusMB, "corpus-mb", 24, "use at most this many MB of source files (a seeded sample of files; 0: all)")
+	fs.Float64Var(&o.ValFrac, "val-frac", 0.05, "share of packages held out (by a hash of the import path)")
 	fs.IntVar(&o.ValKB, "val-kb", 256, "validate on at most this many KB of held-out source")
 	fs.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.json to use instead of training one")
 	fs.IntVar(&o.Vocab, "vocab", 2048, "tokenizer vocabulary size")

@@ -1,0 +1,110 @@
+package train
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/attnlab/attnlab/model"
+)
+
+// naiveNats scores one file with a single forward pass over its whole
+// token sequence (eos first): what ScoreFiles must give when the file fits
+// in a window, and approximates when it does not.
+func naiveNats(t *testing.T, m *model.Model[float64], p *model.Params[float64], text []byte) float64 {
+	ids := append([]int{256}, byteEncoder{}.Encode(text)...)
+	b := &model.Batch{B: 1, T: len(ids), Tokens: ids}
+	a := m.NewActs(1, len(ids))
+	loss, count, err := m.Forward(a, p, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count != len(ids)-1 {
+		t.Fatalf("%d targets, want %d", count, len(ids)-1)
+	}
+	return float64(loss) * float64(count)
+}
+
+func TestScoreFiles(t *testing.T) {
+	cfg := model.Config{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 2, NumAttentionHeads: 2, NumKeyValueHeads: 1,
+		RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 257, MaxPositionEmbeddings: 64, TieWordEmbeddings: true}
+	m, err := model.New[float64](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.NewParams()
+	m.Init(p, 0.5, 7) // large weights: a confident, far from uniform model
+	files := []TextFile{{"a.go", []byte("package a\n\nfunc A() int { return 1 }\n")}, {"b.go", []byte("package b\n")}}
+
+	// every file fits: exactly one forward pass each, whatever the batch
+	for _, batch := range []int{1, 3} {
+		s, err := ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, files, ScoreOptions{Window: 64, Batch: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want float64
+		for i, f := range files {
+			n := naiveNats(t, m, p, f.Text)
+			if d := math.Abs(s.Files[i].Nats - n); d > 1e-9*n {
+				t.Errorf("batch %d, %s: %.12g nats, one forward pass gives %.12g", batch, f.Path, s.Files[i].Nats, n)
+			}
+			want += n
+		}
+		if s.Tokens != len(files[0].Text)+len(files[1].Text) || s.Bytes != s.Tokens {
+			t.Errorf("tokens %d, bytes %d", s.Tokens, s.Bytes)
+		}
+		if bpb := want / math.Ln2 / float64(s.Bytes); math.Abs(bpb-s.BitsPerByte) > 1e-12 {
+			t.Errorf("bits per byte %g, want %g", s.BitsPerByte, bpb)
+		}
+	}
+
+	// a file longer than the window: every token scored once, each with at
+	// least window−stride tokens of context, so the score approaches the
+	// one pass as the stride shrinks
+	long := []TextFile{{"long.go", []byte("package long\n\n// Sum adds the numbers of a slice, one after the other, and returns the total.\nfunc Sum(xs []int) (s int) {\n\tfor _, x := range xs {\n\t\ts += x\n\t}\n\treturn s\n}\n")}}
+	// with stride 1 each token past the first window is predicted from
+	// exactly the W−1 tokens before it: one forward pass per token says so
+	ids := append([]int{256}, byteEncoder{}.Encode(long[0].Text)...)
+	var slide float64
+	for j := 1; j < len(ids); j++ {
+		w := ids[max(0, j-31) : j+1]
+		a := m.NewActs(1, len(w))
+		tg := make([]int, len(w))
+		for i := range tg {
+			tg[i] = -100
+		}
+		tg[len(w)-2] = w[len(w)-1]
+		loss, _, err := m.Forward(a, p, &model.Batch{B: 1, T: len(w), Tokens: w, Targets: tg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slide += float64(loss)
+	}
+	s1, err := ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, long, ScoreOptions{Window: 32, Stride: 1, Batch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := math.Abs(s1.Nats - slide); d > 1e-9*slide {
+		t.Errorf("stride 1: %.12g nats, token by token %.12g", s1.Nats, slide)
+	}
+	for _, stride := range []int{1, 8, 31} {
+		s, err := ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, long, ScoreOptions{Window: 32, Stride: stride, Batch: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Tokens != len(long[0].Text) {
+			t.Errorf("stride %d: %d tokens, want %d", stride, s.Tokens, len(long[0].Text))
+		}
+	}
+	if _, err := ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, long, ScoreOptions{Window: 32, Stride: 32}); err == nil {
+		t.Error("a stride of the whole window (tokens without context): no error")
+	}
+	if _, err := ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, files, ScoreOptions{Window: 65}); err == nil {
+		t.Error("a window beyond max_position_embeddings: no error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ScoreFiles(ctx, m, p, byteEncoder{}, 256, files, ScoreOptions{}); err == nil {
+		t.Error("a cancelled context: no error")
+	}
+}
