@@ -233,6 +233,7 @@ type Acts[T nn.Float] struct {
 
 	targets      []int
 	count        int
+	dlogits      []T // the backward's ∂L/∂logits, kept to be reused
 	dx, dxf      []T
 	checkpointed bool
 }
@@ -313,12 +314,24 @@ func (m *Model[T]) Forward(a *Acts[T], p *Params[T], b *Batch) (loss T, count in
 // Backward adds the gradient of the loss of the last Forward into g, layer by
 // layer in exact reverse order. Backward adds into g; callers zero it.
 func (m *Model[T]) Backward(g, p *Params[T], a *Acts[T], b *Batch) {
+	m.BackwardScaled(g, p, a, b, 1)
+}
+
+// BackwardScaled is Backward of dloss times the loss: the gradient of a
+// part of a larger batch, weighted by its share of the targets, so that
+// the parts' gradients sum to the whole batch's.
+func (m *Model[T]) BackwardScaled(g, p *Params[T], a *Acts[T], b *Batch, dloss T) {
 	c := m.Config
 	n, D, V := b.B*b.T, c.HiddenSize, c.VocabSize
-	// We kick off the chain rule with dloss = 1: the loss is the mean over
-	// count targets, so each counted row gets dlogits = (p − onehot)/count.
-	dlogits := make([]T, n*V)
-	nn.CrossEntropy[T]{V: V, IgnoreIndex: nn.DefaultIgnoreIndex}.Backward(dlogits, a.Probs, a.targets, n, a.count, 1)
+	// We kick off the chain rule with dloss (1 for the loss itself): the
+	// loss is the mean over count targets, so each counted row gets
+	// dlogits = dloss·(p − onehot)/count.
+	if len(a.dlogits) < n*V {
+		a.dlogits = make([]T, n*V)
+	}
+	dlogits := a.dlogits[:n*V]
+	clear(dlogits) // CrossEntropy.Backward adds into it
+	nn.CrossEntropy[T]{V: V, IgnoreIndex: nn.DefaultIgnoreIndex}.Backward(dlogits, a.Probs, a.targets, n, a.count, dloss)
 	// forward was: logits = XF headᵀ (the head may be the embedding: tied)
 	clear(a.dxf)
 	nn.Linear[T]{In: D, Out: V}.Backward(a.dxf, g.Head(), nil, dlogits, a.XF, p.Head(), n)

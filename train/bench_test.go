@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/attnlab/attnlab/model"
@@ -10,21 +11,29 @@ import (
 // model (dim 128, 4 layers, 4/2 heads, ffn 352, vocabulary 2048, tied
 // embeddings) on batches of 8 windows of 128 tokens, in tokens per second.
 func BenchmarkTrainStep(b *testing.B) {
-	benchTrainStep(b, model.Config{HiddenSize: 128, IntermediateSize: 352, NumHiddenLayers: 4,
-		NumAttentionHeads: 4, NumKeyValueHeads: 2, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 2048,
-		MaxPositionEmbeddings: 256, TieWordEmbeddings: true}, 128, 8)
+	for _, shards := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			benchTrainStep(b, model.Config{HiddenSize: 128, IntermediateSize: 352, NumHiddenLayers: 4,
+				NumAttentionHeads: 4, NumKeyValueHeads: 2, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 2048,
+				MaxPositionEmbeddings: 256, TieWordEmbeddings: true}, 128, 8, shards)
+		})
+	}
 }
 
 // BenchmarkTrainStepPretrain measures the pretraining preset's model (dim
 // 256, 6 layers, 8/4 heads, ffn 688, vocabulary 4096) on batches of 4
 // windows of 512 tokens.
 func BenchmarkTrainStepPretrain(b *testing.B) {
-	benchTrainStep(b, model.Config{HiddenSize: 256, IntermediateSize: 688, NumHiddenLayers: 6,
-		NumAttentionHeads: 8, NumKeyValueHeads: 4, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 4096,
-		MaxPositionEmbeddings: 512, TieWordEmbeddings: true}, 512, 4)
+	for _, shards := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			benchTrainStep(b, model.Config{HiddenSize: 256, IntermediateSize: 688, NumHiddenLayers: 6,
+				NumAttentionHeads: 8, NumKeyValueHeads: 4, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 4096,
+				MaxPositionEmbeddings: 512, TieWordEmbeddings: true}, 512, 4, shards)
+		})
+	}
 }
 
-func benchTrainStep(b *testing.B, cfg model.Config, T, B int) {
+func benchTrainStep(b *testing.B, cfg model.Config, T, B, shards int) {
 	m, err := model.New[float32](cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -40,7 +49,7 @@ func benchTrainStep(b *testing.B, cfg model.Config, T, B int) {
 		w.Tokens, w.Seg, w.Valid = append(w.Tokens, toks), append(w.Seg, seg), append(w.Valid, valid)
 	}
 	tr, err := NewTrainer(m, p, w, Options{BatchSize: B, Accum: 1, Steps: 1 << 30,
-		Schedule: Schedule{Peak: 1e-3, Min: 1e-4, Warmup: 10, Total: 1000}, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 1})
+		Schedule: Schedule{Peak: 1e-3, Min: 1e-4, Warmup: 10, Total: 1000}, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 1, Shards: shards})
 	if err != nil {
 		b.Fatal(err)
 	}

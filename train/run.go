@@ -61,6 +61,8 @@ func (o RunOptions) Validate() error {
 	switch {
 	case o.Steps < 1 || o.BatchSize < 1 || o.Accum < 1:
 		return fmt.Errorf("steps %d, batch %d, accum %d: want all >= 1", o.Steps, o.BatchSize, o.Accum)
+	case o.Shards < 0 || o.BatchSize%max(o.Shards, 1) != 0:
+		return fmt.Errorf("shards %d: want >= 1, dividing batch %d", o.Shards, o.BatchSize)
 	case o.Window < 2:
 		return fmt.Errorf("window %d: want >= 2", o.Window)
 	case o.EvalEvery < 1 || o.SaveEvery < 1:

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -11,9 +12,15 @@ import (
 // loading, 5 more steps give the same losses and bit-identical weights as 10
 // uninterrupted steps.
 func TestResumeIsExact(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { resumeIsExact(t, shards) })
+	}
+}
+
+func resumeIsExact(t *testing.T, shards int) {
 	data := Pack(thisRepo(t), byteEncoder{}, 256, 32, true)
 	o := Options{BatchSize: 4, Accum: 2, Steps: 10, Schedule: Schedule{Peak: 3e-3, Min: 3e-4, Warmup: 3, Total: 10},
-		Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 5}
+		Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 5, Shards: shards}
 	start := func() *Trainer[float32] {
 		m := smallModel(t)
 		p := m.NewParams()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -26,6 +27,13 @@ type Options struct {
 	// activations in the backward: less memory, one more forward pass, the
 	// same gradients bit for bit.
 	CheckpointActivations bool
+	// Shards splits each micro-batch into this many equal parts that run
+	// forward and backward at the same time, one goroutine each, into
+	// gradient buffers of their own, summed in shard order: data
+	// parallelism across cores. The result depends on Shards (the sums
+	// round in another order), never on the number of cores or the
+	// scheduling. 0 or 1: one part.
+	Shards int
 }
 
 // Trainer holds a run's state: model, parameters, gradients, optimiser and
@@ -40,9 +48,13 @@ type Trainer[T nn.Float] struct {
 	Options Options
 	Step    int // optimiser steps taken
 
-	acts   *model.Acts[T]
+	acts   []*model.Acts[T]   // per shard
+	grads  []*model.Params[T] // per shard; grads[0] is Grads
 	params []Param[T]
 }
+
+// shards is the number of parts of a micro-batch.
+func (o Options) shards() int { return max(o.Shards, 1) }
 
 // NewTrainer starts a run at step 0 on data with parameters p.
 func NewTrainer[T nn.Float](m *model.Model[T], p *model.Params[T], data *Windows, o Options) (*Trainer[T], error) {
@@ -53,11 +65,23 @@ func NewTrainer[T nn.Float](m *model.Model[T], p *model.Params[T], data *Windows
 		return nil, fmt.Errorf("train: window of %d tokens is longer than max_position_embeddings = %d", data.T, m.Config.MaxPositionEmbeddings)
 	case len(data.Tokens) == 0:
 		return nil, errors.New("train: no training windows")
+	case o.Shards < 0 || o.BatchSize%o.shards() != 0:
+		return nil, fmt.Errorf("train: batch size %d does not split into %d shards", o.BatchSize, o.Shards)
 	}
 	t := &Trainer[T]{Model: m, Params: p, Grads: m.NewParams(), Opt: NewAdamW[T](o.Beta1, o.Beta2, o.Eps, o.WeightDecay),
-		Data: data, Cursor: NewCursor(len(data.Tokens), o.Seed), Options: o, acts: m.NewActs(o.BatchSize, data.T)}
-	if o.CheckpointActivations {
-		t.acts = m.NewCheckpointedActs(o.BatchSize, data.T)
+		Data: data, Cursor: NewCursor(len(data.Tokens), o.Seed), Options: o}
+	per := o.BatchSize / o.shards()
+	for s := range o.shards() {
+		if o.CheckpointActivations {
+			t.acts = append(t.acts, m.NewCheckpointedActs(per, data.T))
+		} else {
+			t.acts = append(t.acts, m.NewActs(per, data.T))
+		}
+		g := t.Grads
+		if s > 0 {
+			g = m.NewParams()
+		}
+		t.grads = append(t.grads, g)
 	}
 	t.params = Params(m, p, t.Grads, o.DecayAll)
 	return t, nil
@@ -82,20 +106,57 @@ var ErrNonFinite = errors.New("loss or gradient is not finite")
 // schedule's rate.
 func (t *Trainer[T]) TrainStep() (StepResult, error) {
 	o := t.Options
-	t.Model.Zero(t.Grads)
+	S := o.shards()
+	for _, g := range t.grads {
+		t.Model.Zero(g)
+	}
 	var res StepResult
+	batches := make([]*model.Batch, S)
+	losses, counts, errs := make([]T, S), make([]int, S), make([]error, S)
 	for range o.Accum {
-		b := t.Data.Batch(t.Cursor.Take(o.BatchSize))
-		loss, count, err := t.Model.Forward(t.acts, t.Params, b)
-		if err != nil {
-			return res, err
+		idx := t.Cursor.Take(o.BatchSize)
+		per := o.BatchSize / S
+		t.parallel(func(s int) {
+			batches[s] = t.Data.Batch(idx[s*per : (s+1)*per])
+			losses[s], counts[s], errs[s] = t.Model.Forward(t.acts[s], t.Params, batches[s])
+		})
+		var loss float64
+		count := 0
+		for s := range S {
+			if errs[s] != nil {
+				return res, errs[s]
+			}
+			loss += float64(losses[s]) * float64(counts[s])
+			count += counts[s]
 		}
-		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		if count > 0 {
+			loss /= float64(count)
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return res, fmt.Errorf("train: step %d: %w (loss %v)", t.Step+1, ErrNonFinite, loss)
 		}
-		t.Model.Backward(t.Grads, t.Params, t.acts, b)
-		res.Loss += float64(loss) / float64(o.Accum)
+		// each shard's gradient weighted by its share of the targets: the
+		// shards' sum is the gradient of the micro-batch's mean loss
+		t.parallel(func(s int) {
+			if counts[s] == 0 {
+				return
+			}
+			dloss := T(1)
+			if S > 1 {
+				dloss = T(float64(counts[s]) / float64(count))
+			}
+			t.Model.BackwardScaled(t.grads[s], t.Params, t.acts[s], batches[s], dloss)
+		})
+		res.Loss += loss / float64(o.Accum)
 		res.Tokens += count
+	}
+	for s := 1; s < S; s++ { // in shard order: the same sums on any machine
+		dst, src := t.Model.Tensors(t.Grads), t.Model.Tensors(t.grads[s])
+		for i := range dst {
+			for j, v := range src[i].Data {
+				dst[i].Data[j] += v
+			}
+		}
 	}
 	if o.Accum > 1 { // the mean of the micro-batches' mean losses
 		inv := T(1 / float64(o.Accum))
@@ -140,4 +201,18 @@ func Evaluate[T nn.Float](m *model.Model[T], p *model.Params[T], data *Windows, 
 		return 0, 0, 0, errors.New("train: no validation tokens")
 	}
 	return total / float64(tokens), total, tokens, nil
+}
+
+// parallel runs f for each shard, one goroutine a shard, and waits.
+func (t *Trainer[T]) parallel(f func(s int)) {
+	S := t.Options.shards()
+	if S == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for s := range S {
+		wg.Go(func() { f(s) })
+	}
+	wg.Wait()
 }

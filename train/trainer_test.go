@@ -163,3 +163,63 @@ func TestCheckpointedTrainingIsIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestShardsAgree: splitting a micro-batch into shards that run at once
+// gives the gradient of the whole batch's mean loss (up to the order of the
+// sums), the same bits on every run, and the unsharded bits with one shard.
+func TestShardsAgree(t *testing.T) {
+	data := Pack(thisRepo(t), byteEncoder{}, 256, 32, true)
+	// windows with few targets next to full ones: the shards' weights differ
+	for i := range 3 {
+		for j := 10; j < 32; j++ {
+			data.Valid[i][j] = false
+		}
+	}
+	step := func(shards int) ([]float64, float64) {
+		m, err := model.New[float64](model.Config{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 2,
+			NumAttentionHeads: 2, NumKeyValueHeads: 1, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 257, MaxPositionEmbeddings: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := m.NewParams()
+		m.Init(p, 0.1, 3)
+		tr, err := NewTrainer(m, p, data, Options{BatchSize: 4, Accum: 2, Steps: 1, Schedule: Schedule{Peak: 1e-3, Total: 1},
+			Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Seed: 1, Shards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Cursor.Restore(0, 0)
+		r, err := tr.TrainStep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g []float64
+		for _, x := range m.Tensors(tr.Grads) {
+			g = append(g, x.Data...)
+		}
+		return g, r.Loss
+	}
+	g1, l1 := step(1)
+	for _, shards := range []int{2, 4} {
+		g, l := step(shards)
+		if math.Abs(l-l1) > 1e-13*math.Abs(l1) {
+			t.Errorf("shards %d: loss %.17g, one shard %.17g", shards, l, l1)
+		}
+		var worst float64
+		for i := range g {
+			worst = max(worst, math.Abs(g[i]-g1[i])/(1e-8+math.Abs(g1[i])))
+		}
+		if worst > 1e-9 {
+			t.Errorf("shards %d: gradients differ from one shard's by %.3g relative", shards, worst)
+		}
+		again, _ := step(shards)
+		for i := range g {
+			if g[i] != again[i] {
+				t.Fatalf("shards %d: two runs differ at gradient %d", shards, i)
+			}
+		}
+	}
+	if _, err := NewTrainer(smallModel(t), smallModel(t).NewParams(), data, Options{BatchSize: 3, Accum: 1, Shards: 2}); err == nil {
+		t.Error("a batch of 3 in 2 shards: no error")
+	}
+}

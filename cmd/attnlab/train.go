@@ -59,6 +59,7 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 	fs.IntVar(&o.Window, "window", 128, "tokens per training window")
 	fs.IntVar(&o.BatchSize, "batch", 16, "windows per micro-batch")
 	fs.IntVar(&o.Accum, "accum", 1, "micro-batches per optimiser step")
+	fs.IntVar(&o.Shards, "shards", 1, "split each micro-batch into this many parts trained at once, one core each (the result depends on the number, not on the cores)")
 	fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
 	fs.Float64Var(&o.Schedule.Peak, "lr", 3e-3, "peak learning rate (> 0)")
 	fs.Float64Var(&o.Schedule.Min, "min-lr", 3e-4, "final learning rate")
