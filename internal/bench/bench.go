@@ -129,22 +129,35 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // one warm-up) and returns the median duration in seconds; once ctx is done
 // it runs f no more.
 func medianTimeCtx(ctx context.Context, budget time.Duration, f func()) float64 {
-	if ctx.Err() != nil {
-		return math.NaN()
-	}
-	f()
-	var ts []float64
-	start := time.Now()
-	for (len(ts) < 3 || time.Since(start) < budget) && ctx.Err() == nil {
-		t0 := time.Now()
+	// the runs go on in a goroutine of their own, so that an interrupt
+	// need not wait for the one in progress (a second or more at n = 4096)
+	done := make(chan float64, 1)
+	go func() {
+		if ctx.Err() != nil {
+			done <- math.NaN()
+			return
+		}
 		f()
-		ts = append(ts, time.Since(t0).Seconds())
-	}
-	if len(ts) == 0 {
+		var ts []float64
+		start := time.Now()
+		for (len(ts) < 3 || time.Since(start) < budget) && ctx.Err() == nil {
+			t0 := time.Now()
+			f()
+			ts = append(ts, time.Since(t0).Seconds())
+		}
+		if len(ts) == 0 {
+			done <- math.NaN()
+			return
+		}
+		slices.Sort(ts)
+		done <- ts[len(ts)/2]
+	}()
+	select {
+	case t := <-done:
+		return t
+	case <-ctx.Done():
 		return math.NaN()
 	}
-	slices.Sort(ts)
-	return ts[len(ts)/2]
 }
 
 func randSlice[T float32 | float64](r *rand.Rand, n int) []T {

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Replays bad inputs and interrupts against attnlab, as a new user would
+# type them, and checks each answer: the exit status (0 ok, 1 failure,
+# 2 usage, 130/143 interrupted), a one-line error on stderr that names the
+# offending thing, and that nothing already written was changed.
+#
+#   scripts/bad-inputs.sh            # builds attnlab into a temporary folder
+#   ATTNLAB=/path/to/attnlab scripts/bad-inputs.sh
+#
+# It prints one line per case and exits 1 if any case fails.
+set -u
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bin=${ATTNLAB:-$work/attnlab}
+[ -n "${ATTNLAB:-}" ] || go build -o "$bin" ./cmd/attnlab || exit 1
+fails=0
+
+# expect STATUS PATTERN -- ARGS...: run attnlab ARGS; the status must be
+# STATUS, and stderr must match PATTERN (grep -E) and hold at most two
+# lines (the error and a pointer to -h).
+expect() {
+  local want=$1 pat=$2; shift 3
+  local out err code
+  out=$("$bin" "$@" 2>"$work/stderr"); code=$?
+  err=$(cat "$work/stderr")
+  local lines; lines=$(printf '%s' "$err" | grep -c '' || true)
+  if [ "$code" != "$want" ] || ! grep -qE -- "$pat" <<<"$err" || [ "$lines" -gt 2 ]; then
+    echo "FAIL attnlab $* -> exit $code (want $want), stderr: $err"
+    fails=$((fails + 1))
+  else
+    echo "ok   attnlab $* -> $code: $(head -1 <<<"$err")"
+  fi
+}
+
+# interrupt SIGNAL STATUS DELAY -- ARGS...: start attnlab ARGS, send SIGNAL
+# after DELAY seconds, and want STATUS within 3 seconds.
+interrupt() {
+  local sig=$1 want=$2 delay=$3; shift 4
+  "$bin" "$@" >"$work/out" 2>"$work/err" &
+  local pid=$!
+  sleep "$delay"
+  kill -s "$sig" "$pid" 2>/dev/null
+  local t=0
+  while kill -0 "$pid" 2>/dev/null && [ $t -lt 30 ]; do sleep 0.1; t=$((t + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+    echo "FAIL attnlab $* still running 3 s after SIG$sig"; fails=$((fails + 1)); return
+  fi
+  wait "$pid"; local code=$?
+  if [ "$code" != "$want" ]; then
+    echo "FAIL attnlab $* after SIG$sig -> exit $code (want $want): $(tail -1 "$work/err")"; fails=$((fails + 1))
+  else
+    echo "ok   attnlab $* after SIG$sig -> $code within $((t * 100)) ms"
+  fi
+}
+
+# same FILE...: fail if a file changed since snapshot
+snapshot() { (cd "$1" && find . -type f -exec sha256sum {} + | sort) >"$work/snap-$(basename "$1")"; }
+unchanged() {
+  if (cd "$1" && find . -type f -exec sha256sum {} + | sort) | cmp -s - "$work/snap-$(basename "$1")"; then
+    echo "ok   $1 unchanged"
+  else
+    echo "FAIL $1 changed"; fails=$((fails + 1))
+  fi
+}
+
+src=$work/src
+mkdir -p "$src"
+for p in alpha beta gamma delta epsilon zeta eta theta; do
+  mkdir -p "$src/$p"
+  { echo "package $p"; echo
+    for i in $(seq 1 20); do printf '\n// F%d returns twice x or x minus one.\nfunc F%d(x int) int {\n\tif x > %d {\n\t\treturn x - 1\n\t}\n\treturn x * 2\n}\n' $i $i $i; done
+  } >"$src/$p/$p.go"
+done
+tiny="-src $src -vocab 300 -dim 16 -layers 1 -heads 2 -kv-heads 1 -ffn 32 -window 32 -batch 2 -eval-every 2 -ckpt-every 2 -quiet -val-frac 0.3"
+
+echo "== usage and help"
+expect 2 'unknown command "nosuch"' -- nosuch
+expect 2 '-no-such-flag' -- train -no-such-flag
+expect 2 'missing subcommand' -- retriever
+expect 2 'unknown subcommand "index"' -- retriever index
+expect 0 '^$' -- train -h
+expect 0 '^$' -- retriever eval -h
+expect 2 'past\+new' -- mask -past 100000 -new 100000
+expect 2 '-window -1' -- mask -window -1
+expect 2 'lr -1' -- train $tiny -lr -1 -out "$work/r-lr"
+expect 2 'lr NaN' -- train $tiny -lr NaN -out "$work/r-lr"
+expect 2 'wd -1' -- train $tiny -wd -1 -out "$work/r-lr"
+expect 2 'val-frac' -- retriever data -val-frac 0.7 -test-frac 0.5
+expect 2 'val-frac -1' -- retriever data -val-frac -1
+expect 2 '-model is required' -- lm-eval -src "$src"
+expect 2 'seconds' -- bench -seconds 0
+
+echo "== training never loses a finished run"
+expect 0 '' -- train $tiny -steps 4 -out "$work/run"
+snapshot "$work/run"
+expect 2 'step 4 of 4.*-resume.*-force' -- train $tiny -steps 2 -out "$work/run"
+unchanged "$work/run"
+mkdir -p "$work/run/.checkpoint.tmp-999"; echo half >"$work/run/.checkpoint.tmp-999/model.safetensors"
+expect 0 '' -- train $tiny -steps 4 -resume -out "$work/run"
+[ -e "$work/run/.checkpoint.tmp-999" ] && { echo "FAIL stale temporary kept"; fails=$((fails + 1)); } || echo "ok   stale temporary removed"
+expect 2 'choose one' -- train $tiny -steps 4 -resume -force -out "$work/run"
+expect 1 'config.json' -- generate -model "$work/run" -prompt x
+mkdir -p "$work/empty"
+expect 1 'no usable Go file' -- train -src "$work/empty" -out "$work/r-empty" -quiet
+expect 1 'no such file' -- train -src "$work/missing" -out "$work/r-missing" -quiet
+
+echo "== the oracle never overwrites"
+python3 - "$work/in.safetensors" <<'PY' 2>/dev/null || printf '\x10\x00\x00\x00\x00\x00\x00\x00{"q":' >"$work/in.safetensors"
+import json, struct, sys
+h = {"q": {"dtype": "F64", "shape": [1, 1, 1, 2], "data_offsets": [0, 16]},
+     "k": {"dtype": "F64", "shape": [1, 1, 1, 2], "data_offsets": [16, 32]},
+     "v": {"dtype": "F64", "shape": [1, 1, 1, 2], "data_offsets": [32, 48]}}
+b = json.dumps(h).encode()
+data = struct.pack("<6d", 1, 2, 3, 4, 5, 6)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(b)) + b + data)
+PY
+cp "$work/in.safetensors" "$work/in.copy"
+expect 2 'input' -- ref -op attention -in "$work/in.safetensors" -out "$work/in.safetensors" -force
+cmp -s "$work/in.safetensors" "$work/in.copy" && echo "ok   ref input unchanged" || { echo "FAIL ref overwrote its input"; fails=$((fails + 1)); }
+expect 0 '' -- ref -op attention -in "$work/in.safetensors" -out "$work/out.safetensors"
+expect 2 'exists.*-force' -- ref -op attention -in "$work/in.safetensors" -out "$work/out.safetensors"
+
+echo "== retrieval"
+expect 0 '' -- retriever data -src "$src" -out "$work/retr" -quiet
+expect 2 'not empty.*-force' -- retriever data -src "$src" -out "$work/retr" -quiet
+expect 1 'holds no pairs' -- retriever eval -data /dev/null
+expect 2 'unknown system' -- retriever eval -data "$work/retr/train.jsonl" -systems bm25,tfidf
+expect 2 'needs a' -- retriever eval -data "$work/retr/train.jsonl" -systems dense
+expect 0 '' -- retriever train -data "$work/retr" -out "$work/rrun" -quiet -steps 2 -dim 16 -layers 1 -heads 2 -kv-heads 2 -ffn 32 -vocab 300 -batch 4 -index-data "$work/retr/train.jsonl"
+expect 2 'not empty.*-force' -- retriever train -data "$work/retr" -out "$work/rrun" -quiet
+expect 1 'dual-encoder checkpoint, not a language-model' -- generate -model "$work/rrun/model" -prompt x
+expect 1 'nothing the encoder reads' -- search -index "$work/rrun/index" '!!!'
+expect 0 '' -- search -index "$work/rrun/index" twice x -k 1
+snapshot "$work/retr"
+expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr/train.jsonl"
+expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr"
+unchanged "$work/retr"
+
+echo "== interrupts"
+interrupt INT 130 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
+interrupt TERM 143 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
+interrupt INT 130 0.5 -- lab
+interrupt TERM 143 1 -- train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-int"
+[ -f "$work/run-int/checkpoint/model.safetensors" ] && echo "ok   SIGTERM saved the run" || { echo "FAIL SIGTERM saved nothing"; fails=$((fails + 1)); }
+
+echo
+if [ $fails -gt 0 ]; then echo "$fails case(s) failed"; exit 1; fi
+echo "every case answered as it should"
