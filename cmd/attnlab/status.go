@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/attnlab/attnlab/internal/output"
+)
+
+// interrupted is the cause of a context cancelled by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (e interrupted) Error() string { return "interrupted (" + e.sig.String() + ")" }
+
+// status is the shell's convention: 128 + the signal number.
+func (e interrupted) status() int {
+	if e.sig == syscall.SIGTERM {
+		return 143
+	}
+	return 130
+}
+
+// errFailed is returned by a command that has already reported its failure
+// on stdout (a check that failed, a fault that escaped): exit status 1, no
+// further message.
+var errFailed = errors.New("failed")
+
+// adapterError is the failure of an implementation under test: exit 3.
+type adapterError struct{ err error }
+
+func (e adapterError) Error() string { return e.err.Error() }
+func (e adapterError) Unwrap() error { return e.err }
+
+// report prints err for command c and returns the exit status.
+func report(ctx context.Context, c *command, err error, stderr io.Writer) int {
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		msg := sig.Error()
+		if err != nil && !errors.Is(err, errFailed) && err != context.Canceled {
+			msg += ": " + err.Error()
+		}
+		fmt.Fprintf(stderr, "attnlab %s: %s\n", c.fullName(), msg)
+		return sig.status()
+	}
+	var ue usageError
+	var ae adapterError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue), errors.Is(err, output.ErrExists), errors.Is(err, output.ErrInput):
+		fmt.Fprintf(stderr, "attnlab %s: %v\nrun \"attnlab %s -h\" for usage\n", c.fullName(), err, c.fullName())
+		return 2
+	case errors.Is(err, errFailed):
+		return 1
+	case errors.As(err, &ae):
+		fmt.Fprintf(stderr, "attnlab %s: %v\n", c.fullName(), err)
+		return 3
+	default:
+		fmt.Fprintf(stderr, "attnlab %s: %v\n", c.fullName(), err)
+		return 1
+	}
+}
+
+// noArgs rejects positional arguments.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", args[0])}
+	}
+	return nil
+}
+
+// goRoot returns the GOROOT that the go command reports, or the one this
+// binary was built with when there is no go command.
+func goRoot() string {
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		if s := strings.TrimSpace(string(out)); s != "" {
+			return s
+		}
+	}
+	return runtime.GOROOT()
+}
+
+// interruptible runs f and returns its error, or ctx's as soon as ctx is
+// done: for library work that does not watch ctx itself and writes nothing
+// (the process ends with the command, and f with it).
+func interruptible(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
