@@ -81,7 +81,7 @@ func fdCheck[I any](cases opCases[I]) func(I) Result {
 			}
 			var r gradcheck.Report
 			if err := protect(func() error {
-				r = gradcheck.Check(loss, d.params(grads), gradcheck.Options{Precise: true, Abs: fdAbs, Rel: fdRel})
+				r = gradcheck.Check(loss, d.params(grads), gradcheck.Options{Precise: true, Abs: fdAbs, Rel: fdRel, Fixed: true})
 				return nil
 			}); err != nil {
 				return errored(err, d.Name+": %v")
@@ -121,7 +121,7 @@ func dirCheck[I any](cases opCases[I], count int) func(I) Result {
 			norm = math.Sqrt(norm)
 			var r gradcheck.Report
 			if err := protect(func() error {
-				r = gradcheck.Directional(loss, d.params(grads), count, gradcheck.Options{Precise: true, Abs: fdRel * norm, Rel: fdRel, Seed: 7})
+				r = gradcheck.Directional(loss, d.params(grads), count, gradcheck.Options{Precise: true, Abs: fdRel * norm, Rel: fdRel, Seed: 7, Fixed: true})
 				return nil
 			}); err != nil {
 				return errored(err, d.Name+": %v")
