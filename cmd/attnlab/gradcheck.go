@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -27,6 +28,20 @@ Ops: attention (shapes -b -hq -hkv -m -n -d -dv, masks -causal -window; with
 -dtype float32 the analytic gradients come from the float32 instantiation,
 so the report shows float32's error), and rope, rmsnorm, swiglu, layer and
 block (shapes -b -t -dim -hq -hkv -d -f, -pairing).
+
+An element passes when
+
+  |a − n| ≤ abs + rel·max(|a|, |n|) + 2·(T + R)
+
+with a the analytic and n the numeric value, abs = 1e-10, rel = -rel, and
+T, R the estimated truncation and rounding error of n at the step ε:
+T = |D(ε) − D'(ε)|, D' the next wider stencil on the same points (4-point
+for central differences, 6-point for -precise), and R = g·η/ε, g = 1
+(central) or 3/2 (4-point), η = max(3σ, u·|L|) the rounding noise of one
+evaluation of L, σ measured from high-order differences of L at points
+10⁻³ε apart, u = 2⁻⁵³. So the defaults pass a correct gradient at any ε
+and still fail one whose error is above what the differences can resolve.
+The report of a failure gives T and R of the worst element.
 
 -sweep prints the error against the step ε from 1e-1 to 1e-12 instead, and
 -plot writes it as a PNG.
@@ -52,7 +67,7 @@ var (
 	gcDtype   = gradcheckCmd.flags.String("dtype", "float64", "attention: dtype of the analytic gradients, float64 or float32")
 	gcPrecise = gradcheckCmd.flags.Bool("precise", false, "4-point stencil instead of central differences")
 	gcEps     = gradcheckCmd.flags.Float64("eps", 0, "finite-difference step (0: 1e-6, or 1e-3 with -precise)")
-	gcRel     = gradcheckCmd.flags.Float64("rel", 0, "relative tolerance (0: 1e-7 for float64, 1e-3 for float32)")
+	gcRel     = gradcheckCmd.flags.Float64("rel", 0, "relative tolerance rel, added to the estimated error (0: 1e-7 for float64, 1e-3 for float32)")
 	gcDirs    = gradcheckCmd.flags.Int("directions", 0, "check K random directions instead of every element")
 	gcSweep   = gradcheckCmd.flags.Bool("sweep", false, "print the error against ε from 1e-1 to 1e-12")
 	gcPlot    = gradcheckCmd.flags.String("plot", "", "with -sweep: write the plot to this PNG file")
@@ -68,8 +83,13 @@ func runGradcheck(ctx context.Context, args []string, stdout io.Writer) error {
 	if *gcDtype != "float64" && *gcDtype != "float32" {
 		return usageError{fmt.Sprintf("-dtype %q: want float64 or float32", *gcDtype)}
 	}
-	if *gcEps < 0 {
-		return usageError{fmt.Sprintf("-eps %g: want > 0", *gcEps)}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"-eps", *gcEps}, {"-rel", *gcRel}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return usageError{fmt.Sprintf("%s %g: want a finite number >= 0 (0: the default)", f.name, f.v)}
+		}
 	}
 	if *gcDirs < 0 {
 		return usageError{fmt.Sprintf("-directions %d: want >= 0", *gcDirs)}
@@ -157,6 +177,9 @@ func attentionCase(stdout io.Writer) (func() float64, []gradcheck.Param, error) 
 	if err := c.Validate(); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
+	if err := everyRowSeesAKey(c); err != nil {
+		return nil, nil, err
+	}
 	r := rand.New(rand.NewPCG(*gcSeed, 0))
 	fill := func(n int) []float64 {
 		x := make([]float64, n)
@@ -197,6 +220,26 @@ func attentionCase(stdout io.Writer) (func() float64, []gradcheck.Param, error) 
 	fmt.Fprintf(stdout, "attention B=%d Hq=%d Hkv=%d M=%d N=%d D=%d Dv=%d causal=%v window=%d, analytic %s vs numeric float64\n",
 		c.B, c.Hq, c.Hkv, c.M, c.N, c.D, c.Dv, c.Causal, c.Window, *gcDtype)
 	return loss, []gradcheck.Param{{Name: "q", X: q, Grad: dq}, {Name: "k", X: k, Grad: dk}, {Name: "v", X: v, Grad: dv}}, nil
+}
+
+// everyRowSeesAKey returns a usage error naming the shape when a query row
+// of c sees no key: with -causal and the default positions the M queries
+// follow a cache of N − M keys, so M > N leaves the first rows before every
+// key.
+func everyRowSeesAKey(c *attention.Config) error {
+	for b := range c.B {
+		for i := range c.M {
+			seen := false
+			for j := range c.N {
+				seen = seen || c.Visible(b, i, j)
+			}
+			if !seen {
+				return usageError{fmt.Sprintf("-m %d -n %d -causal=%v -window %d: query row %d (position %d) sees no key; "+
+					"the %d queries follow a cache of n − m keys, so want -m <= -n, or -causal=false", c.M, c.N, c.Causal, c.Window, i, c.QueryPos(b, i), c.M)}
+			}
+		}
+	}
+	return nil
 }
 
 func sweep(stdout io.Writer, loss func() float64, params []gradcheck.Param, opt gradcheck.Options) error {

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/checks"
 )
 
 // attnlab runs the command in-process and returns its exit status and output.
@@ -142,6 +144,48 @@ func TestGradcheckOps(t *testing.T) {
 	}
 	if code, _, _ := attnlab(t, "gradcheck", "-op", "rope", "-d", "5"); code != 2 {
 		t.Errorf("odd RoPE dimension: exit %d, want 2", code)
+	}
+}
+
+// TestGradcheckPassesAtDefaults runs every op at default flags for several
+// seeds: the tolerance estimated from the finite differences' own error must
+// pass the correct gradients without help.
+func TestGradcheckPassesAtDefaults(t *testing.T) {
+	for _, op := range append([]string{"attention"}, checks.OpNames()...) {
+		for _, seed := range []string{"1", "2", "3"} {
+			code, out, errOut := attnlab(t, "gradcheck", "-op", op, "-seed", seed)
+			if code != 0 || !strings.Contains(out, "OK") {
+				t.Errorf("gradcheck -op %s -seed %s: exit %d\n%s%s", op, seed, code, out, errOut)
+			}
+		}
+	}
+}
+
+// TestGradcheckRejectsBadNumbers: tolerances and steps that are negative,
+// NaN or infinite, and a shape that leaves a query row with nothing to see,
+// are usage errors on one line, never a panic or a report.
+func TestGradcheckRejectsBadNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-rel", "-1"}, []string{"-rel -1"}},
+		{[]string{"-rel", "NaN"}, []string{"-rel NaN"}},
+		{[]string{"-eps", "NaN"}, []string{"-eps NaN"}},
+		{[]string{"-eps", "Inf"}, []string{"-eps +Inf"}},
+		{[]string{"-eps", "-1e-6"}, []string{"-eps -1e-06"}},
+		{[]string{"-m", "9", "-n", "3"}, []string{"-m 9 -n 3", "query row 0", "sees no key"}},
+	} {
+		code, out, errOut := attnlab(t, append([]string{"gradcheck"}, tc.args...)...)
+		first, _, _ := strings.Cut(errOut, "\n")
+		if code != 2 || out != "" || strings.Contains(errOut, "panic") || !strings.HasPrefix(first, "attnlab gradcheck: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and a usage error", tc.args, code, out, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(first, w) {
+				t.Errorf("%v: %q does not name %q", tc.args, first, w)
+			}
+		}
 	}
 }
 
