@@ -212,6 +212,9 @@ func InfoNCE() []Check[InfoNCEImpl] {
 		Check[InfoNCEImpl]{Name: "temperature-sharpens", Kind: Semantic, Run: infonceSharpens,
 			Claim: "when every positive is its row's and column's best match, ∂L/∂τ > 0 and halving τ lowers the loss",
 			Limit: "the sign at points where the answer is known, not its size"},
+		Check[InfoNCEImpl]{Name: "large-masked-scores", Kind: Semantic, Run: infonceLargeMasked,
+			Claim: "masked similarities far above every other one (a masked document equal to its query, τ = 1e-4) leave the loss finite and equal to the log-sum-exp over the unmasked entries alone, recomputed here, one and both directions; every gradient stays finite",
+			Limit: "the masked entries' values, not which entries are masked (false-negative-mask checks that)"},
 		Check[InfoNCEImpl]{Name: "false-negative-mask", Kind: Semantic, Run: infonceMask,
 			Claim: "the mask built from document keys covers exactly the other copies of each positive, never the positive itself",
 			Limit: "the mask builder only: whether the keys are right is the caller's business"},
@@ -450,6 +453,95 @@ func infonceSharpens(impl InfoNCEImpl) Result {
 		}
 	}
 	return pass("∂L/∂τ > 0 and L(τ/2) < L(τ) when positives are the best matches, one and both directions")
+}
+
+// infonceLargeMaskedPairs are the masked (query, document) pairs of
+// large-masked-scores: document j is made a copy of query i, so S[i,j] = 1/τ,
+// the largest similarity there is. Two lie in the positives' columns, one in
+// a hard negative's.
+var infonceLargeMaskedPairs = [][2]int{{0, 2}, {3, 1}, {1, 5}}
+
+func infonceLargeMasked(impl InfoNCEImpl) Result {
+	var worst float64
+	for _, sym := range []bool{false, true} {
+		h := newHeadCase(4, 6, 1, 1, 5, 1e-4, sym, nil, 90).withMask(infonceLargeMaskedPairs...)
+		for _, p := range infonceLargeMaskedPairs {
+			copy(h.xd[p[1]*h.D:(p[1]+1)*h.D], h.xq[p[0]*h.D:(p[0]+1)*h.D])
+		}
+		// S from the unit vectors (one token each: the pooled vector is the token)
+		unit := func(x []float64) []float64 {
+			u := clone(x)
+			n := math.Sqrt(ropeDot(u, u))
+			for k := range u {
+				u[k] /= n
+			}
+			return u
+		}
+		S := make([]float64, h.B*h.N)
+		for i := range h.B {
+			for j := range h.N {
+				S[i*h.N+j] = ropeDot(unit(h.xq[i*h.D:(i+1)*h.D]), unit(h.xd[j*h.D:(j+1)*h.D])) / h.tau
+			}
+		}
+		// lse over the unmasked entries of a row or column, with its own maximum
+		lse := func(at func(k int) (float64, bool), n int) float64 {
+			mx := math.Inf(-1)
+			for k := range n {
+				if v, ok := at(k); ok {
+					mx = max(mx, v)
+				}
+			}
+			var z float64
+			for k := range n {
+				if v, ok := at(k); ok {
+					z += math.Exp(v - mx)
+				}
+			}
+			return mx + math.Log(z)
+		}
+		var lq, ld float64
+		for i := range h.B {
+			lq += lse(func(j int) (float64, bool) { return S[i*h.N+j], !h.mask[i*h.N+j] }, h.N) - S[i*h.N+i]
+		}
+		want := lq / float64(h.B)
+		if sym {
+			for j := range h.B {
+				ld += lse(func(i int) (float64, bool) { return S[i*h.N+j], !h.mask[i*h.N+j] }, h.B) - S[j*h.N+j]
+			}
+			want = (want + ld/float64(h.B)) / 2
+		}
+		for _, p := range infonceLargeMaskedPairs {
+			for k := range h.N {
+				if !h.mask[p[0]*h.N+k] && S[p[0]*h.N+p[1]]-S[p[0]*h.N+k] < 800 {
+					return fail("masked S[%d,%d] = %.4g is not 800 above S[%d,%d] = %.4g: the probe is void", p[0], p[1], S[p[0]*h.N+p[1]], p[0], k, S[p[0]*h.N+k])
+				}
+			}
+		}
+		o, err := headRun(impl, h)
+		if err != nil {
+			return errored(err, "%v")
+		}
+		d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
+		worst = max(worst, d)
+		if msg != "" {
+			res := fail("symmetric %v, masked scores %.0f above the rest: %s", sym, 1/h.tau, msg)
+			res.Error = d
+			return res
+		}
+		for _, g := range []struct {
+			name string
+			v    []float64
+		}{{"dxq", o.dxq}, {"dxd", o.dxd}, {"dτ", []float64{o.dtau}}} {
+			for i, v := range g.v {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return fail("symmetric %v: %s[%d] = %v with large masked scores", sym, g.name, i, v)
+				}
+			}
+		}
+	}
+	res := pass("masked similarities 1/τ = %.0f, 800 and more above their rows: loss equals the unmasked log-sum-exp, one and both directions, max error %.1e; gradients finite", 1e4, worst)
+	res.Error = worst
+	return res
 }
 
 func infonceMask(impl InfoNCEImpl) Result {
