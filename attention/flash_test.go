@@ -21,11 +21,11 @@ func TestFlashPassesEveryCheck(t *testing.T) {
 		name string
 		impl checks.Impl
 	}{
-		{"tiles=64x64", attention.FlashRun[float64]},
-		{"tiles=2x3", attention.FlashRunTiles(2, 3, false)},
-		{"tiles=2x3/no-skip", attention.FlashRunTiles(2, 3, true)},
+		{"tiles=64x64", checks.FlashAttention},
+		{"tiles=2x3", checks.Impl{Run: attention.FlashRunTiles[float64](2, 3, false), F32: attention.FlashRunTiles[float32](2, 3, false)}},
+		{"tiles=2x3/no-skip", checks.Impl{Run: attention.FlashRunTiles[float64](2, 3, true), F32: attention.FlashRunTiles[float32](2, 3, true)}},
 	} {
-		for _, c := range checks.All() {
+		for _, c := range checks.Flash().Checks {
 			t.Run(v.name+"/"+c.Name, func(t *testing.T) {
 				r := c.Run(v.impl)
 				if !r.Pass {

@@ -10,11 +10,11 @@ import (
 func CrossEntropy() []Fault[checks.CrossEntropyImpl] {
 	ref := checks.CrossEntropyReference
 	return []Fault[checks.CrossEntropyImpl]{
-		{Name: "ce-no-mean", Impl: checks.CrossEntropyImpl{Forward: ref.Forward, Backward: ceNoMean},
+		{Name: "ce-no-mean", Impl: with(ref, func(i *checks.CrossEntropyImpl) { i.Backward = ceNoMean }),
 			Breaks: "dlogits not divided by the count: the gradient of the sum, while the loss is the mean"},
-		{Name: "ce-ignore-counted", FDBlind: true, Impl: checks.CrossEntropyImpl{Forward: ceIgnoreCounted, Backward: ref.Backward},
+		{Name: "ce-ignore-counted", FDBlind: true, Impl: with(ref, func(i *checks.CrossEntropyImpl) { i.Forward = ceIgnoreCounted }),
 			Breaks: "ignored rows counted in the mean (divided by n, not by the non-ignored rows), in loss and gradient alike"},
-		{Name: "ce-dlogits-assigned", FDBlind: true, Impl: checks.CrossEntropyImpl{Forward: ref.Forward, Backward: ceDLogitsAssigned},
+		{Name: "ce-dlogits-assigned", FDBlind: true, Impl: with(ref, func(i *checks.CrossEntropyImpl) { i.Backward = ceDLogitsAssigned }),
 			Breaks: "dlogits written with = instead of +=: gradients accumulated over micro-batches are lost"},
 	}
 }

@@ -10,7 +10,7 @@ import (
 func Embedding() []Fault[checks.EmbeddingImpl] {
 	ref := checks.EmbeddingReference
 	return []Fault[checks.EmbeddingImpl]{
-		{Name: "embedding-scatter-assigned", Impl: checks.EmbeddingImpl{Forward: ref.Forward, Backward: embeddingScatterAssigned},
+		{Name: "embedding-scatter-assigned", Impl: with(ref, func(i *checks.EmbeddingImpl) { i.Backward = embeddingScatterAssigned }),
 			Breaks: "dtable[tokens[i],:] = dout[i,:]: a repeated token keeps only its last occurrence's gradient"},
 	}
 }

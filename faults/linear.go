@@ -8,13 +8,13 @@ import (
 // Linear returns the faults of Linear: nn.Linear with a broken backward.
 func Linear() []Fault[checks.LinearImpl] {
 	ref := checks.LinearReference
-	with := func(b func(l nn.Linear[float64], dx, dw, db, dy, x, w []float64, n int)) checks.LinearImpl {
-		return checks.LinearImpl{Forward: ref.Forward, Backward: b}
+	backward := func(b func(l nn.Linear[float64], dx, dw, db, dy, x, w []float64, n int)) checks.LinearImpl {
+		return with(ref, func(i *checks.LinearImpl) { i.Backward = b })
 	}
 	return []Fault[checks.LinearImpl]{
-		{Name: "linear-no-bias-grad", Impl: with(linearNoBiasGrad),
+		{Name: "linear-no-bias-grad", Impl: backward(linearNoBiasGrad),
 			Breaks: "db never written: the bias is frozen at its initial value"},
-		{Name: "linear-dx-uses-w-transposed", Impl: with(linearDXWithWTransposed),
+		{Name: "linear-dx-uses-w-transposed", Impl: backward(linearDXWithWTransposed),
 			Breaks: "dx = dy wᵀ instead of dy w: the slip only a square layer (In == Out) has the shapes to run"},
 	}
 }

@@ -8,13 +8,13 @@ import (
 // RMSNorm returns the faults of RMSNorm: nn.RMSNorm with a broken backward.
 func RMSNorm() []Fault[checks.RMSNormImpl] {
 	ref := checks.RMSNormReference
-	with := func(b func(m nn.RMSNorm[float64], dx, dw, dy, x, w, rstd []float64, n int)) checks.RMSNormImpl {
-		return checks.RMSNormImpl{Forward: ref.Forward, Backward: b}
+	backward := func(b func(m nn.RMSNorm[float64], dx, dw, dy, x, w, rstd []float64, n int)) checks.RMSNormImpl {
+		return with(ref, func(i *checks.RMSNormImpl) { i.Backward = b })
 	}
 	return []Fault[checks.RMSNormImpl]{
-		{Name: "rmsnorm-r-constant", Impl: with(rmsnormRConstant),
+		{Name: "rmsnorm-r-constant", Impl: backward(rmsnormRConstant),
 			Breaks: "backward treats r as a constant: dx = g/r, the −x·mean(g⊙x)/r³ feedback dropped"},
-		{Name: "rmsnorm-dw-assigned", FDBlind: true, Impl: with(rmsnormDWAssigned),
+		{Name: "rmsnorm-dw-assigned", FDBlind: true, Impl: backward(rmsnormDWAssigned),
 			Breaks: "dw written with = instead of +=: gradients accumulated over micro-batches are lost"},
 	}
 }

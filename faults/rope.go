@@ -10,13 +10,15 @@ import (
 func RoPE() []Fault[checks.RoPEImpl] {
 	ref := checks.RoPEReference
 	return []Fault[checks.RoPEImpl]{
-		{Name: "rope-backward-plus-theta", Impl: checks.RoPEImpl{Forward: ref.Forward, Backward: ropeBackwardPlusTheta},
+		{Name: "rope-backward-plus-theta", Impl: with(ref, func(i *checks.RoPEImpl) { i.Backward = ropeBackwardPlusTheta }),
 			Breaks: "backward rotates dy by +θ, as the forward does, instead of by −θ (Rᵀ taken as R)"},
-		{Name: "rope-wrong-pairing", FDBlind: true, Impl: checks.RoPEImpl{Forward: ropeOtherPairingForward, Backward: ropeOtherPairingBackward},
+		{Name: "rope-wrong-pairing", FDBlind: true, Impl: with(ref, func(i *checks.RoPEImpl) { i.Forward, i.Backward = ropeOtherPairingForward, ropeOtherPairingBackward }),
 			Breaks: "forward and backward both rotate the other pairing's features: a checkpoint of one convention read with the other"},
-		{Name: "rope-positions-from-zero", FDBlind: true, Impl: checks.RoPEImpl{Forward: ropeIndexPositionsForward, Backward: ropeIndexPositionsBackward},
+		{Name: "rope-positions-from-zero", FDBlind: true, Impl: with(ref, func(i *checks.RoPEImpl) {
+			i.Forward, i.Backward = ropeIndexPositionsForward, ropeIndexPositionsBackward
+		}),
 			Breaks: "positions ignored, token t rotated by t·θ: wrong after a cache, with left padding or packed documents"},
-		{Name: "rope-dx-assigned", FDBlind: true, Impl: checks.RoPEImpl{Forward: ref.Forward, Backward: ropeDXAssigned},
+		{Name: "rope-dx-assigned", FDBlind: true, Impl: with(ref, func(i *checks.RoPEImpl) { i.Backward = ropeDXAssigned }),
 			Breaks: "dx written with = instead of +=: the q/k gradient of another path into the same buffer is lost"},
 	}
 }

@@ -11,15 +11,15 @@ import (
 // backward.
 func SwiGLU() []Fault[checks.SwiGLUImpl] {
 	ref := checks.SwiGLUReference
-	with := func(b func(s nn.SwiGLU[float64], dx, dwGate, dwUp, dwDown, dy, x, wGate, wUp, wDown, a, u, h []float64, n int)) checks.SwiGLUImpl {
-		return checks.SwiGLUImpl{Forward: ref.Forward, Backward: b}
+	backward := func(b func(s nn.SwiGLU[float64], dx, dwGate, dwUp, dwDown, dy, x, wGate, wUp, wDown, a, u, h []float64, n int)) checks.SwiGLUImpl {
+		return with(ref, func(i *checks.SwiGLUImpl) { i.Backward = b })
 	}
 	return []Fault[checks.SwiGLUImpl]{
-		{Name: "swiglu-no-silu-derivative", Impl: with(swigluBackward(siluMulBackwardWithSiLU)),
+		{Name: "swiglu-no-silu-derivative", Impl: backward(swigluBackward(siluMulBackwardWithSiLU)),
 			Breaks: "gate gradient da = dh ⊙ u ⊙ silu(a): silu(a) used where silu'(a) = σ(a)(1 + a(1 − σ(a))) belongs"},
-		{Name: "swiglu-gate-path-dropped", Impl: with(swigluGatePathDropped),
+		{Name: "swiglu-gate-path-dropped", Impl: backward(swigluGatePathDropped),
 			Breaks: "dx gets only the up path du·wUp: the gate path da·wGate is dropped (x feeds both branches)"},
-		{Name: "swiglu-dwdown-assigned", FDBlind: true, Impl: with(swigluDWDownAssigned),
+		{Name: "swiglu-dwdown-assigned", FDBlind: true, Impl: backward(swigluDWDownAssigned),
 			Breaks: "dwDown written with = instead of +=: gradients accumulated over micro-batches are lost"},
 	}
 }

@@ -2,20 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/attnlab/attnlab/lab"
+	"github.com/attnlab/attnlab/lab/report"
 )
 
 var labCmd = register(&command{
 	name:  "lab",
-	usage: "[-json] [-plot FILE] [-html DIR [-force]]",
+	usage: "[-op OP,...] [-json] [-plot FILE] [-html DIR [-force]]",
 	short: "run every check and negative control; exit 1 if any fails or escapes",
 	long: `Lab is the main job. It runs every check on the reference attention (all
 must pass), runs every check on every registered fault (each must be caught
@@ -34,6 +35,9 @@ given. The page holds no timestamps or durations: the same code gives the
 same bytes. With -html, the ε-sweep PNG goes into DIR only, unless -plot is
 given explicitly.
 
+-op runs only the named operations (a comma-separated list; "attnlab
+explain -list" names them all).
+
 It exits 0 when everything passes, 1 when a check fails or a fault escapes
 (the report is still written), 2 on bad usage.
 
@@ -41,6 +45,7 @@ Example: attnlab lab -html lab-report`,
 })
 
 var (
+	labOps   = labCmd.flags.String("op", "", "run only these operations, comma-separated (default: all)")
 	labJSON  = labCmd.flags.Bool("json", false, "print the report as JSON")
 	labPlot  = labCmd.flags.String("plot", "eps-sweep.png", "write the ε-sweep plot to this PNG file (\"\" for none)")
 	labHTML  = labCmd.flags.String("html", "", "write an HTML report (index.html and PNG figures) into this folder")
@@ -53,11 +58,15 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
+	ops, err := opList(*labOps)
+	if err != nil {
+		return err
+	}
 	plot := *labPlot
 	if *labHTML != "" {
 		// Refuse a bad folder before the run, not after it.
-		if err := lab.CheckReportDir(*labHTML, *labForce); err != nil {
-			if errors.Is(err, lab.ErrDirNotEmpty) {
+		if err := report.CheckDir(*labHTML, *labForce); err != nil {
+			if errors.Is(err, report.ErrDirNotEmpty) {
 				return usageError{err.Error()}
 			}
 			return err
@@ -69,29 +78,29 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageError{"-force applies to -html only"}
 	}
 	start := time.Now()
-	r, err := lab.Run(lab.Options{PlotPath: plot})
+	r, err := lab.Run(lab.Options{Ops: ops})
 	if err != nil {
 		return err
 	}
+	if plot != "" {
+		if err := report.Plot(plot, r.Sweep); err != nil {
+			return err
+		}
+	}
 	if *labHTML != "" {
-		if err := r.WriteHTML(*labHTML, *labForce); err != nil {
-			if errors.Is(err, lab.ErrDirNotEmpty) {
+		if err := report.HTML(r, *labHTML, *labForce); err != nil {
+			if errors.Is(err, report.ErrDirNotEmpty) {
 				return usageError{err.Error()}
 			}
 			return err
 		}
 	}
 	if *labJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			*lab.Report
-			OK bool `json:"ok"`
-		}{r, r.OK()}); err != nil {
+		if err := report.JSON(stdout, r); err != nil {
 			return err
 		}
 	} else {
-		if err := r.WriteText(stdout); err != nil {
+		if err := report.Text(stdout, r, plot); err != nil {
 			return err
 		}
 		if *labHTML != "" {
@@ -102,6 +111,23 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 		return errFailed
 	}
 	return nil
+}
+
+// opList splits a comma-separated list of operations of the registry; ""
+// is every operation (nil). An unknown name is a usage error.
+func opList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ops []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := lab.Find(name); !ok {
+			return nil, usageError{fmt.Sprintf("-op %q: unknown operation (operations: %s)", name, strings.Join(lab.Names(), ", "))}
+		}
+		ops = append(ops, name)
+	}
+	return ops, nil
 }
 
 // flagSet reports whether the flag called name was given on the command line.

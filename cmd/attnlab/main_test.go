@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/lab"
 )
 
 // attnlab runs the command in-process and returns its exit status and output.
@@ -26,9 +26,13 @@ func attnlab(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// The command's tests run the lab on a few operations: the whole lab runs
+// once in go test ./..., in package lab's tests.
+const someOps = "attention,rmsnorm"
+
 func TestLabPassesAndWritesThePlot(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "sweep.png")
-	code, out, errOut := attnlab(t, "lab", "-plot", plot)
+	code, out, errOut := attnlab(t, "lab", "-op", someOps, "-plot", plot)
 	if code != 0 {
 		t.Fatalf("lab exited %d\n%s\n%s", code, out, errOut)
 	}
@@ -37,9 +41,9 @@ func TestLabPassesAndWritesThePlot(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	m := regexp.MustCompile(`(\d+)/(\d+) checks pass.*; (\d+)/(\d+) faults caught`).FindStringSubmatch(out)
-	if m == nil || m[1] != m[2] || m[3] != m[4] {
-		t.Errorf("summary is not all-pass, all-caught: %q", m)
+	m := regexp.MustCompile(`(\d+)/(\d+) checks pass.*; (\d+)/(\d+) faults caught.*; (\d+) operations`).FindStringSubmatch(out)
+	if m == nil || m[1] != m[2] || m[3] != m[4] || m[5] != "2" {
+		t.Errorf("summary is not all-pass, all-caught over 2 operations: %q", m)
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
 		t.Errorf("plot not written: %v", err)
@@ -67,6 +71,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"gradcheck", "-hq", "3", "-hkv", "2"},
 		{"ref", "-op", "attention"},
 		{"lab", "extra"},
+		{"lab", "-op", "nosuch"},
+		{"faults", "-op", "attention,nosuch"},
+		{"gradcheck", "-op", "attention", "-fault", "nosuch"},
 	} {
 		code, _, errOut := attnlab(t, args...)
 		if code != 2 {
@@ -104,7 +111,7 @@ func TestRefRejectsBadInputWithoutWriting(t *testing.T) {
 }
 
 func TestLabJSON(t *testing.T) {
-	code, out, errOut := attnlab(t, "lab", "-json", "-plot", "")
+	code, out, errOut := attnlab(t, "lab", "-op", someOps, "-json", "-plot", "")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -126,14 +133,14 @@ func TestLabJSON(t *testing.T) {
 }
 
 func TestFaultsTable(t *testing.T) {
-	code, out, _ := attnlab(t, "faults")
-	if code != 0 || !strings.Contains(out, "mask-dropped") || !strings.Contains(out, "=== attention") {
+	code, out, _ := attnlab(t, "faults", "-op", someOps)
+	if code != 0 || !strings.Contains(out, "mask-dropped") || !strings.Contains(out, "=== attention") || !strings.Contains(out, "=== rmsnorm") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
 
 func TestGradcheckOps(t *testing.T) {
-	for _, op := range []string{"rope", "rmsnorm", "swiglu", "layer", "block"} {
+	for _, op := range []string{"rope", "rmsnorm", "swiglu", "layer", "attention-layer", "block"} {
 		code, out, errOut := attnlab(t, "gradcheck", "-op", op, "-precise", "-rel", "1e-8")
 		if code != 0 || !strings.Contains(out, "OK") {
 			t.Errorf("%s: exit %d\n%s%s", op, code, out, errOut)
@@ -151,7 +158,7 @@ func TestGradcheckOps(t *testing.T) {
 // seeds: the tolerance estimated from the finite differences' own error must
 // pass the correct gradients without help.
 func TestGradcheckPassesAtDefaults(t *testing.T) {
-	for _, op := range append([]string{"attention"}, checks.OpNames()...) {
+	for _, op := range lab.Names() {
 		for _, seed := range []string{"1", "2", "3"} {
 			code, out, errOut := attnlab(t, "gradcheck", "-op", op, "-seed", seed)
 			if code != 0 || !strings.Contains(out, "OK") {
