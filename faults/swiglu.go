@@ -19,6 +19,14 @@ func SwiGLU() []Fault[checks.SwiGLUImpl] {
 			Breaks: "gate gradient da = dh ⊙ u ⊙ silu(a): silu(a) used where silu'(a) = σ(a)(1 + a(1 − σ(a))) belongs"},
 		{Name: "swiglu-gate-path-dropped", Impl: backward(swigluGatePathDropped),
 			Breaks: "dx gets only the up path du·wUp: the gate path da·wGate is dropped (x feeds both branches)"},
+		{Name: "swiglu-silu-derivative-sigma-only", Impl: backward(swigluBackward(siluMulBackwardWithSigma)),
+			Breaks: "gate gradient da = dh ⊙ u ⊙ σ(a): the factor 1 + a(1 − σ(a)) of silu'(a) dropped"},
+		{Name: "swiglu-du-uses-a", Impl: backward(swigluBackward(siluMulBackwardUpWithA)),
+			Breaks: "up gradient du = dh ⊙ a: the gate's input where its output silu(a) belongs"},
+		{Name: "swiglu-gate-up-swapped", Impl: backward(swigluBackward(siluMulBackwardSwapped)),
+			Breaks: "the gate's and the up branch's gradients exchanged: da gets dh ⊙ silu(a), du gets dh ⊙ u ⊙ silu'(a)"},
+		{Name: "swiglu-up-path-dropped", Impl: backward(swigluUpPathDropped),
+			Breaks: "dx gets only the gate path da·wGate: the up path du·wUp is dropped (x feeds both branches)"},
 		{Name: "swiglu-dwdown-assigned", FDBlind: true, Impl: backward(swigluDWDownAssigned),
 			Breaks: "dwDown written with = instead of +=: gradients accumulated over micro-batches are lost"},
 		{Name: "swiglu-f32-exp-ln2-rounded", FDBlind: true,
@@ -103,4 +111,32 @@ func sigmoidLn2Rounded(a float32) float32 {
 func swigluDWDownAssigned(s nn.SwiGLU[float64], dx, dwGate, dwUp, dwDown, dy, x, wGate, wUp, wDown, a, u, h []float64, n int) {
 	clear(dwDown)
 	s.Backward(dx, dwGate, dwUp, dwDown, dy, x, wGate, wUp, wDown, a, u, h, n)
+}
+
+func siluMulBackwardWithSigma(da, du, dh, a, u []float64) {
+	for j, g := range dh {
+		sig := 1 / (1 + math.Exp(-a[j]))
+		da[j] += g * u[j] * sig // · (1 + a(1 − σ)) belongs here
+		du[j] += g * a[j] * sig
+	}
+}
+
+func siluMulBackwardUpWithA(da, du, dh, a, u []float64) {
+	nn.SiLUMul[float64]{}.Backward(da, make([]float64, len(du)), dh, a, u)
+	for j, g := range dh {
+		du[j] += g * a[j] // silu(a) belongs here
+	}
+}
+
+func siluMulBackwardSwapped(da, du, dh, a, u []float64) {
+	nn.SiLUMul[float64]{}.Backward(du, da, dh, a, u)
+}
+
+func swigluUpPathDropped(s nn.SwiGLU[float64], dx, dwGate, dwUp, dwDown, dy, x, wGate, wUp, wDown, a, u, h []float64, n int) {
+	expand, contract := nn.Linear[float64]{In: s.D, Out: s.F}, nn.Linear[float64]{In: s.F, Out: s.D}
+	dh, da, du := make([]float64, n*s.F), make([]float64, n*s.F), make([]float64, n*s.F)
+	contract.Backward(dh, dwDown, nil, dy, h, wDown, n)
+	nn.SiLUMul[float64]{}.Backward(da, du, dh, a, u)
+	expand.Backward(make([]float64, len(dx)), dwUp, nil, du, x, wUp, n) // the up path's share of dx is discarded
+	expand.Backward(dx, dwGate, nil, da, x, wGate, n)
 }
