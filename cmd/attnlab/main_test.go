@@ -168,6 +168,29 @@ func TestGradcheckPassesAtDefaults(t *testing.T) {
 	}
 }
 
+// TestGradcheckFailsOnEveryFault runs every registered fault that breaks
+// the backward (all but the ones the registry marks invisible to finite
+// differences) at default flags: the estimated tolerance must not let one
+// through.
+func TestGradcheckFailsOnEveryFault(t *testing.T) {
+	n := 0
+	for _, info := range lab.Catalog() {
+		for _, f := range info.Faults {
+			if f.FDBlind {
+				continue
+			}
+			n++
+			code, out, errOut := attnlab(t, "gradcheck", "-op", info.Op, "-fault", f.Name)
+			if code != 1 || !strings.Contains(out, "gradcheck: ") {
+				t.Errorf("gradcheck -op %s -fault %s: exit %d, want 1 and the failing element\n%s%s", info.Op, f.Name, code, out, errOut)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no fault to run")
+	}
+}
+
 // TestGradcheckRejectsBadNumbers: tolerances and steps that are negative,
 // NaN or infinite, and a shape that leaves a query row with nothing to see,
 // are usage errors on one line, never a panic or a report.
