@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/attnlab/attnlab/internal/oracle"
 	"github.com/attnlab/attnlab/safetensors"
@@ -89,7 +90,7 @@ Example: attnlab ref -op block -in layer.safetensors -out result.safetensors`,
 })
 
 var (
-	refOp    = refCmd.flags.String("op", "", "operation: attention, rope, rmsnorm, swiglu, block or decoder")
+	refOp    = refCmd.flags.String("op", "", "operation: "+strings.Join(oracle.Ops, ", "))
 	refIn    = refCmd.flags.String("in", "", "input safetensors file")
 	refOut   = refCmd.flags.String("out", "", "output safetensors file")
 	refDtype = refCmd.flags.String("dtype", "float64", "computation dtype: float64 or float32")
