@@ -722,16 +722,12 @@ func chunkedEqualsFull(impl Impl) Result {
 			d, msg := compare(identical, pair{"o", got.o, headRows(want.o, c.B, c.Hq, full.M, c.Dv, start, start+m)})
 			worst = max(worst, d)
 			if msg != "" {
-				res := fail("chunks %v, chunk at %d (M=%d, N=%d): %s", sizes, start, c.M, c.N, msg)
-				res.Error = d
-				return res
+				return measured(fail("chunks %v, chunk at %d (M=%d, N=%d): %s", sizes, start, c.M, c.N, msg), d)
 			}
 			start += m
 		}
 	}
-	res := pass("%d chunkings of %d tokens match the full pass, max error %.1e", len(chunkedSizes), full.M, worst)
-	res.Error = worst
-	return res
+	return measured(pass("%d chunkings of %d tokens match the full pass, max error %.1e", len(chunkedSizes), full.M, worst), worst)
 }
 
 // embedRows places the H heads of L rows of width W, taken from an unpadded
@@ -799,14 +795,10 @@ func paddingInvariance(impl Impl) Result {
 		}
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("%s padding by %d: %s", side, pad, msg)
-			res.Error = d
-			return res
+			return measured(fail("%s padding by %d: %s", side, pad, msg), d)
 		}
 	}
-	res := pass("left and right padding by %d: real tokens match, max error %.1e; pads exactly zero", pad, worst)
-	res.Error = worst
-	return res
+	return measured(pass("left and right padding by %d: real tokens match, max error %.1e; pads exactly zero", pad, worst), worst)
 }
 
 func packingEqualsSeparate(impl Impl) Result {
@@ -833,15 +825,11 @@ func packingEqualsSeparate(impl Impl) Result {
 			pair{"dk", rows(got.dk, c.Hkv, c.D), want.dk}, pair{"dv", rows(got.dv, c.Hkv, c.Dv), want.dv})
 		worst = max(worst, e)
 		if msg != "" {
-			res := fail("document %d (tokens %d..%d): %s", d, start, start+L-1, msg)
-			res.Error = e
-			return res
+			return measured(fail("document %d (tokens %d..%d): %s", d, start, start+L-1, msg), e)
 		}
 		start += L
 	}
-	res := pass("documents of %s tokens packed equal separate runs, max error %.1e", list(lens), worst)
-	res.Error = worst
-	return res
+	return measured(pass("documents of %s tokens packed equal separate runs, max error %.1e", list(lens), worst), worst)
 }
 
 func gqaEqualsMHA(impl Impl) Result {
@@ -884,12 +872,7 @@ func gqaEqualsMHA(impl Impl) Result {
 	d, msg := compare(identical,
 		pair{"o", got.o, want.o}, pair{"lse", got.lse, want.lse}, pair{"dq", got.dq, want.dq},
 		pair{"dk", got.dk, sumGroups(want.dk, gqa.D)}, pair{"dv", got.dv, sumGroups(want.dv, gqa.Dv)})
-	res := pass("O, lse, dQ and group-summed dK, dV agree, max error %.1e", d)
-	if msg != "" {
-		res = fail("%s", msg)
-	}
-	res.Error = d
-	return res
+	return compared(d, msg, "O, lse, dQ and group-summed dK, dV agree, max error %.1e", d)
 }
 
 func dsRowSum(impl Impl) Result {
@@ -916,16 +899,12 @@ func dsRowSum(impl Impl) Result {
 				}
 				worst = max(worst, rel)
 				if rel > identical {
-					res := fail("Σⱼ dK[batch·head %d, j, %d] = %.3g, not 0 (%.1e of max|dK|): rows of dS do not sum to zero", bg, e, s, rel)
-					res.Error = rel
-					return res
+					return measured(fail("Σⱼ dK[batch·head %d, j, %d] = %.3g, not 0 (%.1e of max|dK|): rows of dS do not sum to zero", bg, e, s, rel), rel)
 				}
 			}
 		}
 	}
-	res := pass("Σⱼ dKⱼ = 0 for every key/value head, worst %.1e of max|dK|", worst)
-	res.Error = worst
-	return res
+	return measured(pass("Σⱼ dKⱼ = 0 for every key/value head, worst %.1e of max|dK|", worst), worst)
 }
 
 func shiftInvariance(impl Impl) Result {
@@ -976,12 +955,7 @@ func shiftInvariance(impl Impl) Result {
 		}
 	}
 	d, msg := compare(1e-9, pair{"o", alt.o, base.o}, pair{"lse", alt.lse, wantLSE})
-	res := pass("scores shifted by up to ~%.0f: O unchanged and lse shifted exactly, max error %.1e", 2*shiftTarget, d)
-	if msg != "" {
-		res = fail("%s", msg)
-	}
-	res.Error = d
-	return res
+	return compared(d, msg, "scores shifted by up to ~%.0f: O unchanged and lse shifted exactly, max error %.1e", 2*shiftTarget, d)
 }
 
 func deltaIdentity(impl Impl) Result {
@@ -1025,21 +999,15 @@ func deltaIdentity(impl Impl) Result {
 				e2, _ := diff([]float64{doo}, []float64{pdp})
 				worst = max(worst, e1, e2)
 				if e1 > identical {
-					res := fail("batch %d head %d row %d: exp(S − lse) sums to %.12g, not 1", b, h, i, psum)
-					res.Error = e1
-					return res
+					return measured(fail("batch %d head %d row %d: exp(S − lse) sums to %.12g, not 1", b, h, i, psum), e1)
 				}
 				if e2 > identical {
-					res := fail("batch %d head %d row %d: rowsum(dO ⊙ O) = %.12g but rowsum(P ⊙ dP) = %.12g", b, h, i, doo, pdp)
-					res.Error = e2
-					return res
+					return measured(fail("batch %d head %d row %d: rowsum(dO ⊙ O) = %.12g but rowsum(P ⊙ dP) = %.12g", b, h, i, doo, pdp), e2)
 				}
 			}
 		}
 	}
-	res := pass("every valid row: Σ P = 1 and rowsum(dO ⊙ O) = rowsum(P ⊙ dP), max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("every valid row: Σ P = 1 and rowsum(dO ⊙ O) = rowsum(P ⊙ dP), max error %.1e", worst), worst)
 }
 
 func emptyRow(impl Impl) Result {

@@ -148,16 +148,14 @@ func compare(tol float64, ps ...pair) (worst float64, msg string) {
 	return worst, msg
 }
 
-// compared is the Result of a comparison: pass with ok (a format taking the
-// worst error last), or fail with prefix and the mismatch.
-func compared(worst float64, msg, ok, prefix string, a ...any) Result {
+// compared is the Result of a comparison measured by worst: a failure with
+// the mismatch msg, or a pass described by the format ok and its arguments
+// when msg is "".
+func compared(worst float64, msg, ok string, a ...any) Result {
 	if msg != "" {
-		if prefix != "" {
-			msg = fmt.Sprintf(prefix, a...) + ": " + msg
-		}
 		return measured(fail("%s", msg), worst)
 	}
-	return measured(pass(ok, worst), worst)
+	return measured(pass(ok, a...), worst)
 }
 
 func val(a []float64, i int) float64 {

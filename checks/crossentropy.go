@@ -208,9 +208,7 @@ func ceIgnoreIndex(impl CrossEntropyImpl) Result {
 	}
 	d, msg := compare(identical, pair{"loss", []float64{loss}, []float64{sum / float64(want)}})
 	if msg != "" {
-		res := fail("%s: ignored rows counted in the mean?", msg)
-		res.Error = d
-		return res
+		return measured(fail("%s: ignored rows counted in the mean?", msg), d)
 	}
 	for i, t := range targets {
 		for v := range V {
@@ -223,9 +221,7 @@ func ceIgnoreIndex(impl CrossEntropyImpl) Result {
 			}
 		}
 	}
-	res := pass("%d of %d rows counted: loss matches their mean (error %.1e); ignored rows' dlogits exactly 0", want, len(targets), d)
-	res.Error = d
-	return res
+	return measured(pass("%d of %d rows counted: loss matches their mean (error %.1e); ignored rows' dlogits exactly 0", want, len(targets), d), d)
 }
 
 func ceRowsSumToZero(impl CrossEntropyImpl) Result {
@@ -247,16 +243,12 @@ func ceRowsSumToZero(impl CrossEntropyImpl) Result {
 			}
 			e := math.Abs(s) / (1 + m)
 			if e > identical {
-				res := fail("|logits| ~ %g, row %d: Σ dlogits = %.3g (max |dlogit| %.3g)", scale, i, s, m)
-				res.Error = e
-				return res
+				return measured(fail("|logits| ~ %g, row %d: Σ dlogits = %.3g (max |dlogit| %.3g)", scale, i, s, m), e)
 			}
 			worst = max(worst, e)
 		}
 	}
-	res := pass("every row, logits of scale %s: |Σ dlogits| / (1 + max |dlogit|) at most %.1e", list(ceRowsScales), worst)
-	res.Error = worst
-	return res
+	return measured(pass("every row, logits of scale %s: |Σ dlogits| / (1 + max |dlogit|) at most %.1e", list(ceRowsScales), worst), worst)
 }
 
 func ceUniform(impl CrossEntropyImpl) Result {
@@ -290,13 +282,9 @@ func ceUniform(impl CrossEntropyImpl) Result {
 		}
 		d, msg := compare(identical, pair{"loss", []float64{loss}, []float64{math.Log(V)}}, pair{"dlogits", dlogits, want})
 		if msg != "" {
-			res := fail("logits all %g: %s", z, msg)
-			res.Error = d
-			return res
+			return measured(fail("logits all %g: %s", z, msg), d)
 		}
 		worst = max(worst, d)
 	}
-	res := pass("logits all %s: loss = log %d and dlogits = dloss·(1/V − onehot)/count, max error %.1e", list(ceUniformLogits), V, worst)
-	res.Error = worst
-	return res
+	return measured(pass("logits all %s: loss = log %d and dlogits = dloss·(1/V − onehot)/count, max error %.1e", list(ceUniformLogits), V, worst), worst)
 }

@@ -342,14 +342,10 @@ func decoderChunks(impl DecoderImpl) Result {
 		d, msg := compare(identical, pair{"logits", got, want})
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("chunks %v: %s", sizes, msg)
-			res.Error = d
-			return res
+			return measured(fail("chunks %v: %s", sizes, msg), d)
 		}
 	}
-	res := pass("%d chunkings of %d×%d tokens match the full pass, max error %.1e", len(decoderChunkings), B, T, worst)
-	res.Error = worst
-	return res
+	return measured(pass("%d chunkings of %d×%d tokens match the full pass, max error %.1e", len(decoderChunkings), B, T, worst), worst)
 }
 
 func decoderPrefixCheck(impl DecoderImpl) Result {
@@ -480,9 +476,7 @@ func decoderPadding(impl DecoderImpl) Result {
 	if msg := check("logits", gotLong, wantLong); msg != "" {
 		return fail("right-padded prefill, then decoding, long row: %s", msg)
 	}
-	res := pass("left and right padding, full pass and decoding (also after a right-padded prefill): real tokens' logits unchanged, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("left and right padding, full pass and decoding (also after a right-padded prefill): real tokens' logits unchanged, max error %.1e", worst), worst)
 }
 
 func decoderPacking(impl DecoderImpl) Result {
@@ -513,9 +507,7 @@ func decoderPacking(impl DecoderImpl) Result {
 		}
 		start += len(doc)
 	}
-	res := pass("documents of %s tokens packed equal separate runs, max error %.1e", list(lengths(docs)), worst)
-	res.Error = worst
-	return res
+	return measured(pass("documents of %s tokens packed equal separate runs, max error %.1e", list(lengths(docs)), worst), worst)
 }
 
 func decoderLabels(impl DecoderImpl) Result {
@@ -547,12 +539,10 @@ func decoderLabels(impl DecoderImpl) Result {
 	}
 	want := sum / float64(n)
 	d, _ := diff([]float64{loss}, []float64{want})
-	res := pass("loss %.6f equals the mean over %d next-token targets, error %.1e", loss, n, d)
 	if d > identical {
-		res = fail("loss %.9g, but the mean next-token cross-entropy of these logits is %.9g: the labels are not the next tokens", loss, want)
+		return measured(fail("loss %.9g, but the mean next-token cross-entropy of these logits is %.9g: the labels are not the next tokens", loss, want), d)
 	}
-	res.Error = d
-	return res
+	return measured(pass("loss %.6f equals the mean over %d next-token targets, error %.1e", loss, n, d), d)
 }
 
 // greedy generates n tokens after each prompt through impl's cache path:

@@ -379,14 +379,10 @@ func infonceScaleInvariance(impl InfoNCEImpl) Result {
 		d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("scales %d: %s", x, msg)
-			res.Error = d
-			return res
+			return measured(fail("scales %d: %s", x, msg), d)
 		}
 	}
-	res := pass("loss unchanged for per-sequence factors around %s, max error %.1e", list(infonceScales), worst)
-	res.Error = worst
-	return res
+	return measured(pass("loss unchanged for per-sequence factors around %s, max error %.1e", list(infonceScales), worst), worst)
 }
 
 func infoncePositiveOnly(impl InfoNCEImpl) Result {
@@ -397,9 +393,7 @@ func infoncePositiveOnly(impl InfoNCEImpl) Result {
 			return errored(err, "%v")
 		}
 		if o.loss != 0 {
-			res := fail("symmetric %v: loss = %.6g, want exactly 0 with only the positives unmasked", sym, o.loss)
-			res.Error = math.Abs(o.loss)
-			return res
+			return measured(fail("symmetric %v: loss = %.6g, want exactly 0 with only the positives unmasked", sym, o.loss), math.Abs(o.loss))
 		}
 		for _, g := range []struct {
 			name string
@@ -407,9 +401,7 @@ func infoncePositiveOnly(impl InfoNCEImpl) Result {
 		}{{"dxq", o.dxq}, {"dxd", o.dxd}, {"dτ", []float64{o.dtau}}} {
 			for i, v := range g.v {
 				if v != 0 {
-					res := fail("symmetric %v: %s[%d] = %.3g, want exactly 0", sym, g.name, i, v)
-					res.Error = math.Abs(v)
-					return res
+					return measured(fail("symmetric %v: %s[%d] = %.3g, want exactly 0", sym, g.name, i, v), math.Abs(v))
 				}
 			}
 		}
@@ -459,14 +451,10 @@ func infonceUniform(impl InfoNCEImpl) Result {
 		d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("case %d (symmetric %v): %s", x, sym, msg)
-			res.Error = d
-			return res
+			return measured(fail("case %d (symmetric %v): %s", x, sym, msg), d)
 		}
 	}
-	res := pass("equal similarities, 4 masked entries, one and both directions: loss = mean log(unmasked count), max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("equal similarities, 4 masked entries, one and both directions: loss = mean log(unmasked count), max error %.1e", worst), worst)
 }
 
 func infonceDSSums(impl InfoNCEImpl) Result {
@@ -503,15 +491,11 @@ func infonceDSSums(impl InfoNCEImpl) Result {
 			e := math.Abs(s) / (1 + m)
 			worst = max(worst, e)
 			if e > identical {
-				res := fail("symmetric %v: sum %d of ∂L/∂S = %.3g (max |entry| %.3g)", sym, i, s, m)
-				res.Error = e
-				return res
+				return measured(fail("symmetric %v: sum %d of ∂L/∂S = %.3g (max |entry| %.3g)", sym, i, s, m), e)
 			}
 		}
 	}
-	res := pass("rows (one direction) and the total (both) of ∂L/∂S sum to zero, masked entries exactly 0, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("rows (one direction) and the total (both) of ∂L/∂S sum to zero, masked entries exactly 0, max error %.1e", worst), worst)
 }
 
 func infonceScaleDirection(impl InfoNCEImpl) Result {
@@ -536,15 +520,11 @@ func infonceScaleDirection(impl InfoNCEImpl) Result {
 			e := math.Abs(dot) / (1 + scale)
 			worst = max(worst, e)
 			if e > identical {
-				res := fail("%s %d: Σ_t x_t·dx_t = %.3g, want 0 (largest term %.3g)", side.name, b, dot, scale)
-				res.Error = e
-				return res
+				return measured(fail("%s %d: Σ_t x_t·dx_t = %.3g, want 0 (largest term %.3g)", side.name, b, dot, scale), e)
 			}
 		}
 	}
-	res := pass("Σ_t x_t·dx_t = 0 for all %d sequences, max error %.1e", h.B+h.N, worst)
-	res.Error = worst
-	return res
+	return measured(pass("Σ_t x_t·dx_t = 0 for all %d sequences, max error %.1e", h.B+h.N, worst), worst)
 }
 
 func infonceSharpens(impl InfoNCEImpl) Result {
@@ -658,9 +638,7 @@ func infonceLargeMasked(impl InfoNCEImpl) Result {
 		d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("symmetric %v, masked scores %.0f above the rest: %s", sym, 1/h.tau, msg)
-			res.Error = d
-			return res
+			return measured(fail("symmetric %v, masked scores %.0f above the rest: %s", sym, 1/h.tau, msg), d)
 		}
 		for _, g := range []struct {
 			name string
@@ -673,9 +651,7 @@ func infonceLargeMasked(impl InfoNCEImpl) Result {
 			}
 		}
 	}
-	res := pass("masked similarities 1/τ = %.0f, %g and more above their rows: loss equals the unmasked log-sum-exp, one and both directions, max error %.1e; gradients finite", 1/infonceLargeTau, float64(infonceLargeGap), worst)
-	res.Error = worst
-	return res
+	return measured(pass("masked similarities 1/τ = %.0f, %g and more above their rows: loss equals the unmasked log-sum-exp, one and both directions, max error %.1e; gradients finite", 1/infonceLargeTau, float64(infonceLargeGap), worst), worst)
 }
 
 func infonceMask(impl InfoNCEImpl) Result {

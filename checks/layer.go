@@ -292,14 +292,10 @@ func layerPadding(impl LayerImpl) Result {
 		d, msg := compare(identical, pair{"y", real, want})
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("validity %v: %s", valid, msg)
-			res.Error = d
-			return res
+			return measured(fail("validity %v: %s", valid, msg), d)
 		}
 	}
-	res := pass("real tokens' outputs unchanged by 2 left pads and by 2 empty slots inside, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("real tokens' outputs unchanged by 2 left pads and by 2 empty slots inside, max error %.1e", worst), worst)
 }
 
 func layerShiftCheck(impl LayerImpl) Result {
@@ -323,12 +319,10 @@ func layerShiftCheck(impl LayerImpl) Result {
 		return errored(err, "%v")
 	}
 	d, msg := compare(1e-9, pair{"y", got, want})
-	res := pass("positions shifted by %d: outputs unchanged, max error %.1e", shift, d)
 	if msg != "" {
-		res = fail("positions shifted by %d: %s", shift, msg)
+		msg = fmt.Sprintf("positions shifted by %d: %s", shift, msg)
 	}
-	res.Error = d
-	return res
+	return compared(d, msg, "positions shifted by %d: outputs unchanged, max error %.1e", shift, d)
 }
 
 func layerGQA(impl LayerImpl) Result {
@@ -366,10 +360,5 @@ func layerGQA(impl LayerImpl) Result {
 	}
 	d, msg := compare(identical, pair{"y", y1, y2}, pair{"dx", dx1, dx2}, pair{"dWq", dw1.Wq, dw2.Wq},
 		pair{"dWo", dw1.Wo, dw2.Wo}, pair{"dWk", dw1.Wk, sum(dw2.Wk)}, pair{"dWv", dw1.Wv, sum(dw2.Wv)})
-	res := pass("y, dx, dWq, dWo equal; dWk, dWv equal the MHA group sums, max error %.1e", d)
-	if msg != "" {
-		res = fail("%s", msg)
-	}
-	res.Error = d
-	return res
+	return compared(d, msg, "y, dx, dWq, dWo equal; dWk, dWv equal the MHA group sums, max error %.1e", d)
 }

@@ -311,13 +311,9 @@ func listwiseUniform(impl ListwiseImpl) Result {
 	want /= float64(r.G)
 	d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
 	if msg != "" {
-		res := fail("%s", msg)
-		res.Error = d
-		return res
+		return measured(fail("%s", msg), d)
 	}
-	res := pass("equal scores, 4 invalid candidates: loss = mean log(valid count) = %.6f, error %.1e", want, d)
-	res.Error = d
-	return res
+	return measured(pass("equal scores, 4 invalid candidates: loss = mean log(valid count) = %.6f, error %.1e", want, d), d)
 }
 
 func listwiseDSSigns(impl ListwiseImpl) Result {
@@ -346,14 +342,10 @@ func listwiseDSSigns(impl ListwiseImpl) Result {
 		e := math.Abs(sum) / (1 + m)
 		worst = max(worst, e)
 		if e > identical {
-			res := fail("group %d: ∂L/∂s sums to %.3g, want 0", g, sum)
-			res.Error = e
-			return res
+			return measured(fail("group %d: ∂L/∂s sums to %.3g, want 0", g, sum), e)
 		}
 	}
-	res := pass("5 groups: ∂L/∂s sums to zero (max error %.1e), ≤ 0 at positives, ≥ 0 at negatives, exactly 0 at 2 invalid candidates", worst)
-	res.Error = worst
-	return res
+	return measured(pass("5 groups: ∂L/∂s sums to zero (max error %.1e), ≤ 0 at positives, ≥ 0 at negatives, exactly 0 at 2 invalid candidates", worst), worst)
 }
 
 func listwiseInvalidInert(impl ListwiseImpl) Result {
@@ -433,9 +425,7 @@ func listwiseUnordered(impl ListwiseImpl) Result {
 	d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
 	worst = max(worst, d)
 	if msg != "" {
-		res := fail("negatives reversed: %s", msg)
-		res.Error = d
-		return res
+		return measured(fail("negatives reversed: %s", msg), d)
 	}
 	back := make([]float64, len(o.ds))
 	for g := range r.G {
@@ -446,13 +436,9 @@ func listwiseUnordered(impl ListwiseImpl) Result {
 	d, msg = compare(identical, pair{"∂L/∂s", back, base.ds})
 	worst = max(worst, d)
 	if msg != "" {
-		res := fail("negatives reversed: %s", msg)
-		res.Error = d
-		return res
+		return measured(fail("negatives reversed: %s", msg), d)
 	}
-	res := pass("negatives of 3 groups reversed: loss unchanged and ∂L/∂s permuted alike, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("negatives of 3 groups reversed: loss unchanged and ∂L/∂s permuted alike, max error %.1e", worst), worst)
 }
 
 func listwiseSideScale(impl ListwiseImpl) Result {
@@ -484,15 +470,11 @@ func listwiseSideScale(impl ListwiseImpl) Result {
 			d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
 			worst = max(worst, d)
 			if msg != "" {
-				res := fail("%s side scaled (factor %d): %s", side, x, msg)
-				res.Error = d
-				return res
+				return measured(fail("%s side scaled (factor %d): %s", side, x, msg), d)
 			}
 		}
 	}
-	res := pass("query or code side scaled by factors around %s: loss unchanged, max error %.1e", list(listwiseSideScales), worst)
-	res.Error = worst
-	return res
+	return measured(pass("query or code side scaled by factors around %s: loss unchanged, max error %.1e", list(listwiseSideScales), worst), worst)
 }
 
 func listwiseSeparatorInert(impl ListwiseImpl) Result {

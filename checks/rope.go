@@ -245,9 +245,7 @@ func ropePositionZero(impl RoPEImpl) Result {
 			return errored(err, c.name()+": %v")
 		}
 		if d, msg := compare(0, pair{"y", y, in}); msg != "" {
-			res := fail("%s: %s", c.name(), msg)
-			res.Error = d
-			return res
+			return measured(fail("%s: %s", c.name(), msg), d)
 		}
 	}
 	return pass("y = x bit for bit at position 0, both pairings, without scaling and with linear and NTK scaling")
@@ -267,16 +265,12 @@ func ropeNormPreserving(impl RoPEImpl) Result {
 			nx, ny := math.Sqrt(ropeDot(in[v:v+D], in[v:v+D])), math.Sqrt(ropeDot(y[v:v+D], y[v:v+D]))
 			e := math.Abs(ny-nx) / nx
 			if !(e <= identical) {
-				res := fail("%s, head vector %d: ‖y‖ = %.17g, ‖x‖ = %.17g (relative error %.2g > %.2g)", c.name(), v/D, ny, nx, e, identical)
-				res.Error = e
-				return res
+				return measured(fail("%s, head vector %d: ‖y‖ = %.17g, ‖x‖ = %.17g (relative error %.2g > %.2g)", c.name(), v/D, ny, nx, e, identical), e)
 			}
 			worst = max(worst, e)
 		}
 	}
-	res := pass("%d configurations, max relative change of ‖·‖ %.1e", len(ropeConfigs(D)), worst)
-	res.Error = worst
-	return res
+	return measured(pass("%d configurations, max relative change of ‖·‖ %.1e", len(ropeConfigs(D)), worst), worst)
 }
 
 func ropeRelativePosition(impl RoPEImpl) Result {
@@ -302,18 +296,14 @@ func ropeRelativePosition(impl RoPEImpl) Result {
 				d, _ := diff([]float64{got}, []float64{want})
 				n++
 				if d > identical {
-					res := fail("%v/%v: q·k at (%d, %d) = %.12g, at (%d, %d) = %.12g (error %.2g > %.2g)",
-						r.Pairing, r.Scaling.Kind, pt[0]+s, pt[1]+s, got, pt[0], pt[1], want, d, identical)
-					res.Error = d
-					return res
+					return measured(fail("%v/%v: q·k at (%d, %d) = %.12g, at (%d, %d) = %.12g (error %.2g > %.2g)",
+						r.Pairing, r.Scaling.Kind, pt[0]+s, pt[1]+s, got, pt[0], pt[1], want, d, identical), d)
 				}
 				worst = max(worst, d)
 			}
 		}
 	}
-	res := pass("%d shifted pairs over both pairings and all scalings, max error %.1e", n, worst)
-	res.Error = worst
-	return res
+	return measured(pass("%d shifted pairs over both pairings and all scalings, max error %.1e", n, worst), worst)
 }
 
 func ropeBackwardInverts(impl RoPEImpl) Result {
@@ -330,15 +320,11 @@ func ropeBackwardInverts(impl RoPEImpl) Result {
 		}
 		d, msg := compare(identical, pair{"backward(forward(x))", back, in})
 		if msg != "" {
-			res := fail("%s: %s", c.name(), msg)
-			res.Error = d
-			return res
+			return measured(fail("%s: %s", c.name(), msg), d)
 		}
 		worst = max(worst, d)
 	}
-	res := pass("backward(forward(x)) = x on every gradient case, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("backward(forward(x)) = x on every gradient case, max error %.1e", worst), worst)
 }
 
 // ropeInvFreq is θ_k = 1 / base^(2k/D), Hugging Face's
@@ -418,15 +404,11 @@ func ropeDefinitions(impl RoPEImpl) Result {
 		}
 		d, msg := compare(identical, pair{"y", y, ropePublished(r, in, pos, B, H, T)})
 		if msg != "" {
-			res := fail("%s: %s", c.name(), msg)
-			res.Error = d
-			return res
+			return measured(fail("%s: %s", c.name(), msg), d)
 		}
 		worst = max(worst, d)
 	}
-	res := pass("half = HF rotate_half, interleaved = Meta complex product, positions %v, max error %.1e", pos, worst)
-	res.Error = worst
-	return res
+	return measured(pass("half = HF rotate_half, interleaved = Meta complex product, positions %v, max error %.1e", pos, worst), worst)
 }
 
 func ropePairingsPermutation(impl RoPEImpl) Result {
@@ -463,15 +445,11 @@ func ropePairingsPermutation(impl RoPEImpl) Result {
 		}
 		d, msg := compare(identical, pair{"P⁻¹ half(P x)", got, want})
 		if msg != "" {
-			res := fail("%s: %s", c.name(), msg)
-			res.Error = d
-			return res
+			return measured(fail("%s: %s", c.name(), msg), d)
 		}
 		worst = max(worst, d)
 	}
-	res := pass("interleaved(x) = P⁻¹ half(P x) at D = %d, without scaling and with linear and NTK scaling, max error %.1e", D, worst)
-	res.Error = worst
-	return res
+	return measured(pass("interleaved(x) = P⁻¹ half(P x) at D = %d, without scaling and with linear and NTK scaling, max error %.1e", D, worst), worst)
 }
 
 func ropeDot(a, b []float64) float64 {
