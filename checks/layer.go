@@ -123,6 +123,7 @@ var (
 		{true, true, true, true, false, false, true},
 	}
 	layerShiftT, layerShift = 5, 1000
+	layerShiftTol           = 1e-9            // what the rounding of angles near 1000 radians allows
 	layerGQAHeads           = [3]int{4, 2, 4} // Hq, Hkv of the GQA layer, Hkv of the MHA one
 	layerGQAB, layerGQAT    = 1, 4
 )
@@ -170,12 +171,12 @@ func Layer() Suite[LayerImpl] {
 				}},
 			Check[LayerImpl]{Name: "position-shift", Kind: Semantic, Run: layerShiftCheck,
 				Claim: fmt.Sprintf("shifting every position by %d leaves the outputs unchanged: with RoPE on q and k, scores depend only on position differences", layerShift),
-				Limit: "exact in real arithmetic; rounding of the large angles allows 1e-9",
+				Limit: fmt.Sprintf("exact in real arithmetic; rounding of the large angles allows %g", layerShiftTol),
 				Long: Long{
 					Tests:  fmt.Sprintf("shifting every position by %d leaves the outputs unchanged", layerShift),
 					Shapes: fmt.Sprintf("x [%d,%d]", layerShiftT, l.Dim),
 					Proves: "with RoPE on q and k, scores see only position differences",
-					Cannot: "exact in real arithmetic only; rounding of large angles allows 1e-9",
+					Cannot: fmt.Sprintf("exact in real arithmetic only; rounding of large angles allows %g", layerShiftTol),
 				}},
 			Check[LayerImpl]{Name: "gqa-equals-mha", Kind: Semantic, Run: layerGQA,
 				Claim: "a GQA layer equals an MHA layer whose Wk, Wv rows repeat each KV head over its group; dWk, dWv equal the group sums",
@@ -318,7 +319,7 @@ func layerShiftCheck(impl LayerImpl) Result {
 	if err != nil {
 		return errored(err, "%v")
 	}
-	d, msg := compare(1e-9, pair{"y", got, want})
+	d, msg := compare(layerShiftTol, pair{"y", got, want})
 	if msg != "" {
 		msg = fmt.Sprintf("positions shifted by %d: %s", shift, msg)
 	}
