@@ -183,8 +183,8 @@ func imageSizes(dir string) (map[string]imageSize, error) {
 //go:embed assets
 var assets embed.FS
 
-// page is the template of index.html, with its stylesheet and script.
-var page = template.Must(template.New("report.html").ParseFS(assets, "assets/report.html"))
+// pageTemplate is the template of index.html.
+var pageTemplate = template.Must(template.New("report.html").ParseFS(assets, "assets/report.html"))
 
 func asset(name string) string {
 	data, err := assets.ReadFile("assets/" + name)
@@ -231,7 +231,7 @@ func render(r *lab.Report, ex *attentionExample, rope *ropeExample, sizes map[st
 		v.Ops = append(v.Ops, opOf(op, x == 0))
 	}
 	var b bytes.Buffer
-	if err := page.Execute(&b, v); err != nil {
+	if err := pageTemplate.Execute(&b, v); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
