@@ -20,6 +20,13 @@ func TestSiLUMulByHand(t *testing.T) {
 	nn.SiLUMul[float64]{}.Backward(da, du, []float64{1, 1}, a, u)
 	near(t, "da", da, []float64{0.5, 0.75 * (1 + ln3/4)}, 1e-16)
 	near(t, "du", du, []float64{0, 0.75 * ln3}, 1e-16)
+	// Backward adds: on buffers holding (1, 2) and (3, 4) the same values
+	// come on top. (SwiGLU's checks cannot see this: it hands SiLUMul fresh
+	// buffers.)
+	da, du = []float64{1, 2}, []float64{3, 4}
+	nn.SiLUMul[float64]{}.Backward(da, du, []float64{1, 1}, a, u)
+	near(t, "da added", da, []float64{1 + 0.5, 2 + 0.75*(1+ln3/4)}, 1e-16)
+	near(t, "du added", du, []float64{3, 4 + 0.75*ln3}, 1e-16)
 }
 
 // TestSiLUMulTails checks that large gate values neither overflow nor lose
