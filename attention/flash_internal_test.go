@@ -8,12 +8,12 @@ import (
 	"testing"
 )
 
-// FlashRunTiles is FlashRun[float64] with tiles of br queries and bc keys,
-// and with noSkip every tile computed under the exact rule, exported to the
-// external tests so that the checks' small shapes cross tile boundaries.
-func FlashRunTiles(br, bc int, noSkip bool) func(o, lse, dq, dk, dv, q, k, v, do []float64, c *Config) error {
+// FlashRunTiles is FlashRun with tiles of br queries and bc keys, and with
+// noSkip every tile computed under the exact rule, exported to the external
+// tests so that the checks' small shapes cross tile boundaries.
+func FlashRunTiles[T Float](br, bc int, noSkip bool) func(o, lse, dq, dk, dv, q, k, v, do []T, c *Config) error {
 	opt := flashOptions{br: br, bc: bc, noSkip: noSkip}
-	return func(o, lse, dq, dk, dv, q, k, v, do []float64, c *Config) error {
+	return func(o, lse, dq, dk, dv, q, k, v, do []T, c *Config) error {
 		if err := flashForward(o, lse, q, k, v, c, opt); err != nil {
 			return err
 		}
@@ -342,7 +342,7 @@ func TestEmptyRowAgreesWithTheRule(t *testing.T) {
 			dq, dk, dv := make([]float64, len(in[0])), make([]float64, len(in[1])), make([]float64, len(in[2]))
 			run := Reference[float64]().Run
 			if x == 1 {
-				run = FlashRunTiles(4, 3, false)
+				run = FlashRunTiles[float64](4, 3, false)
 			}
 			if err := run(o, lse, dq, dk, dv, in[0], in[1], in[2], in[3], &cc); err != nil {
 				t.Fatal(err)

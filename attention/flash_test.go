@@ -11,25 +11,28 @@ import (
 	"github.com/attnlab/attnlab/checks"
 )
 
-// TestFlashPassesEveryCheck runs the fused attention through every check the
-// reference passes: finite differences, the semantic invariants and the
-// calling contract. The checks' shapes fit in one 64×64 tile, so they run
-// again with tiles of 2 queries × 3 keys, which makes every check cross tile
-// boundaries, skip tiles and meet full and partial ones.
-func TestFlashPassesEveryCheck(t *testing.T) {
+// TestPassesEveryCheck runs the reference and the fused attention through
+// every check of the lab: finite differences, float32 agreement, the
+// semantic invariants and the calling contract. The checks' shapes fit in
+// one 64×64 tile, so the fused kernel runs them again with tiles of 2
+// queries × 3 keys, which makes every check cross tile boundaries, skip
+// tiles and meet full and partial ones.
+func TestPassesEveryCheck(t *testing.T) {
 	for _, v := range []struct {
-		name string
-		impl checks.Impl
+		name  string
+		suite checks.Suite[checks.Impl]
+		impl  checks.Impl
 	}{
-		{"tiles=64x64", attention.FlashRun[float64]},
-		{"tiles=2x3", attention.FlashRunTiles(2, 3, false)},
-		{"tiles=2x3/no-skip", attention.FlashRunTiles(2, 3, true)},
+		{"reference", checks.Attention(), checks.AttentionReference},
+		{"flash/tiles=64x64", checks.Flash(), checks.FlashAttention},
+		{"flash/tiles=2x3", checks.Flash(), checks.Impl{Run: attention.FlashRunTiles[float64](2, 3, false), F32: attention.FlashRunTiles[float32](2, 3, false)}},
+		{"flash/tiles=2x3/no-skip", checks.Flash(), checks.Impl{Run: attention.FlashRunTiles[float64](2, 3, true), F32: attention.FlashRunTiles[float32](2, 3, true)}},
 	} {
-		for _, c := range checks.All() {
+		for _, c := range v.suite.Checks {
 			t.Run(v.name+"/"+c.Name, func(t *testing.T) {
 				r := c.Run(v.impl)
 				if !r.Pass {
-					t.Fatalf("flash fails %s: %s", c.Name, r.Detail)
+					t.Fatalf("%s fails %s: %s", v.name, c.Name, r.Detail)
 				}
 				t.Logf("%s", r.Detail)
 			})

@@ -1,8 +1,9 @@
 package checks
 
 import (
+	"fmt"
+
 	"github.com/attnlab/attnlab/attention"
-	"github.com/attnlab/attnlab/gradcheck"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 )
@@ -13,15 +14,25 @@ type (
 	blockActs64    = model.BlockActs[float64]
 )
 
-// BlockImpl is a decoder block in float64, as method expressions of
+// BlockOps is a decoder block in precision T, as method expressions of
 // model.Block.
+type BlockOps[T nn.Float] struct {
+	Forward  func(k model.Block[T], y []T, a *model.BlockActs[T], x []T, w *model.BlockWeights[T], c *attention.Config) error
+	Backward func(k model.Block[T], dx []T, dw *model.BlockWeights[T], dy, x []T, w *model.BlockWeights[T], a *model.BlockActs[T], c *attention.Config)
+}
+
+// BlockImpl is a decoder block: its float64 and float32 paths.
 type BlockImpl struct {
-	Forward  func(k block64, y []float64, a *blockActs64, x []float64, w *blockWeights64, c *attention.Config) error
-	Backward func(k block64, dx []float64, dw *blockWeights64, dy, x []float64, w *blockWeights64, a *blockActs64, c *attention.Config)
+	BlockOps[float64]
+	F32 BlockOps[float32]
+}
+
+func blockOps[T nn.Float]() BlockOps[T] {
+	return BlockOps[T]{Forward: model.Block[T].Forward, Backward: model.Block[T].Backward}
 }
 
 // BlockReference is model.Block.
-var BlockReference = BlockImpl{Forward: block64.Forward, Backward: block64.Backward}
+var BlockReference = BlockImpl{blockOps[float64](), blockOps[float32]()}
 
 func testBlock(dim, hq, hkv, dh, f int) block64 {
 	return block64{
@@ -31,65 +42,114 @@ func testBlock(dim, hq, hkv, dh, f int) block64 {
 	}
 }
 
-func blockWeights(k block64, seed uint64) *blockWeights64 {
-	D, F := k.MLP.D, k.MLP.F
-	w := &blockWeights64{
-		AttnNorm: randn(seed, D, 0.1), Attn: *layerWeights(k.Attn, seed+1), MLPNorm: randn(seed+5, D, 0.1),
-		Gate: randn(seed+6, F*D, 0.3), Up: randn(seed+7, F*D, 0.3), Down: randn(seed+8, D*F, 0.3),
-	}
-	for i := range w.AttnNorm {
-		w.AttnNorm[i]++
-		w.MLPNorm[i]++
-	}
-	return w
+// blockAs is k in precision T.
+func blockAs[T nn.Float](k block64) model.Block[T] {
+	return model.Block[T]{Attn: layerAs[T](k.Attn), MLP: nn.SwiGLU[T]{D: k.MLP.D, F: k.MLP.F}, Norm: nn.RMSNorm[T]{D: k.Norm.D, Eps: T(k.Norm.Eps)}}
 }
 
-func blockDiff(impl BlockImpl, k block64, c *attention.Config, seed uint64) Diff {
-	n, D := c.B*c.M, k.MLP.D
-	x := randn(seed, n*D, 1)
-	w := blockWeights(k, seed+10)
-	a := k.NewBlockActs(c.B, c.M)
-	forward := func(y []float64) {
-		if err := impl.Forward(k, y, a, x, w, c); err != nil {
-			panic(err)
+func blockWeightsT[T nn.Float](k block64, seed uint64) *model.BlockWeights[T] {
+	D, F := k.MLP.D, k.MLP.F
+	one := func(x []float64) []T { // norm weights near one, as trained norms are
+		for i := range x {
+			x[i]++
 		}
+		return cast[T](x)
 	}
-	return Diff{
-		Name: shape("B", c.B, "T", c.M, "Dim", D, "F", k.MLP.F, "Hq", k.Attn.Hq, "Hkv", k.Attn.Hkv),
-		Inputs: []gradcheck.Param{{Name: "x", X: x}, {Name: "attn_norm", X: w.AttnNorm},
-			{Name: "Wq", X: w.Attn.Wq}, {Name: "Wk", X: w.Attn.Wk}, {Name: "Wv", X: w.Attn.Wv}, {Name: "Wo", X: w.Attn.Wo},
-			{Name: "mlp_norm", X: w.MLPNorm}, {Name: "gate", X: w.Gate}, {Name: "up", X: w.Up}, {Name: "down", X: w.Down}},
+	return &model.BlockWeights[T]{
+		AttnNorm: one(randn(seed, D, 0.1)), Attn: *layerWeightsT[T](k.Attn, seed+1), MLPNorm: one(randn(seed+5, D, 0.1)),
+		Gate: randT[T](seed+6, F*D, 0.3), Up: randT[T](seed+7, F*D, 0.3), Down: randT[T](seed+8, D*F, 0.3),
+	}
+}
+
+func blockWeights(k block64, seed uint64) *blockWeights64 { return blockWeightsT[float64](k, seed) }
+
+func blockCase[T nn.Float](ops BlockOps[T], k64 block64, c *attention.Config, seed uint64) Case[T] {
+	k := blockAs[T](k64)
+	n, D := c.B*c.M, k.MLP.D
+	x := randT[T](seed, n*D, 1)
+	w := blockWeightsT[T](k64, seed+10)
+	a := k.NewBlockActs(c.B, c.M)
+	forward := func(y []T) error { return ops.Forward(k, y, a, x, w, c) }
+	return Case[T]{
+		Name: configName(c) + ", " + shape("Dim", D, "F", k.MLP.F, "Hq", k.Attn.Hq, "Hkv", k.Attn.Hkv, "Dh", k.Attn.HeadDim),
+		Inputs: []Input[T]{{"x", x}, {"attn_norm", w.AttnNorm},
+			{"Wq", w.Attn.Wq}, {"Wk", w.Attn.Wk}, {"Wv", w.Attn.Wv}, {"Wo", w.Attn.Wo},
+			{"mlp_norm", w.MLPNorm}, {"gate", w.Gate}, {"up", w.Up}, {"down", w.Down}},
 		Out:     n * D,
 		Forward: forward,
-		Backward: func(g [][]float64, dy []float64) {
-			forward(make([]float64, n*D))
-			dw := &blockWeights64{AttnNorm: g[1], Attn: weights64{Wq: g[2], Wk: g[3], Wv: g[4], Wo: g[5]}, MLPNorm: g[6], Gate: g[7], Up: g[8], Down: g[9]}
-			impl.Backward(k, g[0], dw, dy, x, w, a, c)
+		Backward: func(g [][]T, dy []T) error {
+			if err := forward(make([]T, n*D)); err != nil {
+				return err
+			}
+			dw := &model.BlockWeights[T]{AttnNorm: g[1], Attn: attention.LayerWeights[T]{Wq: g[2], Wk: g[3], Wv: g[4], Wo: g[5]}, MLPNorm: g[6], Gate: g[7], Up: g[8], Down: g[9]}
+			ops.Backward(k, g[0], dw, dy, x, w, a, c)
+			return nil
 		},
 	}
 }
 
-// Block returns the checks of the decoder block.
-func Block() []Check[BlockImpl] {
-	small := func(impl BlockImpl) []Diff {
-		k := testBlock(8, 4, 2, 4, 12)
-		l := k.Attn
-		return []Diff{blockDiff(impl, k, selfConfig(l, 2, 3, []bool{false, true, true, true, true, true}), 1)}
-	}
-	big := func(impl BlockImpl) []Diff {
+func blockCases[T nn.Float](ops BlockOps[T], big bool) []Case[T] {
+	if big {
 		k := testBlock(32, 8, 2, 8, 64)
-		return []Diff{blockDiff(impl, k, selfConfig(k.Attn, 2, 10, nil), 2)}
+		return []Case[T]{blockCase(ops, k, selfConfig(k.Attn, 2, 10, nil), 2)}
 	}
-	return append(gradientChecks("decoder block (x and all ten weights)", small, big),
-		Check[BlockImpl]{Name: "future-invariance", Kind: Semantic, Run: blockFuture,
-			Claim: "changing later tokens leaves earlier outputs of the whole block bit-identical",
-			Limit: "causality of the forward only"},
-	)
+	k := testBlock(8, 4, 2, 4, 12)
+	return []Case[T]{blockCase(ops, k, selfConfig(k.Attn, 2, 3, []bool{false, true, true, true, true, true}), 1)}
+}
+
+// The shape of future-invariance.
+var blockFutureT, blockFutureCut = 6, 3
+
+// Block returns the suite of the decoder block.
+func Block() Suite[BlockImpl] {
+	spec := gradSpec[BlockImpl]{op: "decoder block (x and all ten weights)", ref: BlockReference, dirs: 4,
+		cases:   func(i BlockImpl, big bool) []Case[float64] { return blockCases(i.BlockOps, big) },
+		cases32: func(i BlockImpl, big bool) []Case[float32] { return blockCases(i.F32, big) }}
+	k := testBlock(8, 4, 2, 4, 12)
+	return Suite[BlockImpl]{
+		Guide: OpGuide{
+			What: "One pre-norm Llama decoder block: h = x + Attn(RMSNorm(x)), y = h + SwiGLU(RMSNorm(h)).",
+			Forward: []Step{
+				{Eq: "h = x + Attn(RMSNorm(x))", Shape: "[B·T,Dim]", Why: "residual around the attention sublayer"},
+				{Eq: "y = h + SwiGLU(RMSNorm(h))", Shape: "[B·T,Dim]", Why: "residual around the MLP"},
+			},
+			Backward: []Step{
+				{Eq: "dh = dy + RMSNorm′ᵀ(SwiGLU′ᵀ(dy))", Shape: "[B·T,Dim]", Why: "the residual passes dy straight through and adds the sublayer's path"},
+				{Eq: "dx = dh + RMSNorm′ᵀ(Attn′ᵀ(dh))", Shape: "[B·T,Dim]", Why: "the same at the first residual; dropping either identity term loses most of the gradient"},
+			},
+		},
+		Checks: append(spec.checks(),
+			Check[BlockImpl]{Name: "future-invariance", Kind: Semantic, Run: blockFuture,
+				Claim: "changing later tokens leaves earlier outputs of the whole block bit-identical",
+				Limit: "causality of the forward only",
+				Long: Long{
+					Tests:  fmt.Sprintf("change the inputs of tokens %d..%d; the block's outputs of tokens 0..%d must be bit-identical", blockFutureCut+1, blockFutureT-1, blockFutureCut),
+					Shapes: fmt.Sprintf("x [%d,%d], F=%d, Hq=%d, Hkv=%d", blockFutureT, k.MLP.D, k.MLP.F, k.Attn.Hq, k.Attn.Hkv),
+					Proves: "causality through norms, attention, MLP and residuals",
+					Cannot: "the gradients",
+				}},
+		),
+		At: func(impl BlockImpl, s Sizes, seed uint64) Case[float64] {
+			k := blockSized(s)
+			return blockCase(impl.BlockOps, k, selfConfig(k.Attn, s.B, s.T, nil), seed)
+		},
+		At32: func(impl BlockImpl, s Sizes, seed uint64) Case[float32] {
+			k := blockSized(s)
+			return blockCase(impl.F32, k, selfConfig(k.Attn, s.B, s.T, nil), seed)
+		},
+		Reads: "B sequences of T tokens of width Dim, Hq and Hkv heads of D, SwiGLU width F, causal",
+	}
+}
+
+func blockSized(s Sizes) block64 {
+	k := testBlock(s.Dim, s.Hq, s.Hkv, s.D, s.F)
+	k.Attn.RoPE.Pairing = s.Pairing
+	return k
 }
 
 func blockFuture(impl BlockImpl) Result {
 	k := testBlock(8, 4, 2, 4, 12)
-	const T, cut = 6, 3
+	T, cut := blockFutureT, blockFutureCut
 	c := selfConfig(k.Attn, 1, T, nil)
 	D := k.MLP.D
 	w := blockWeights(k, 80)

@@ -2,9 +2,9 @@ package checks
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/attnlab/attnlab/attention"
-	"github.com/attnlab/attnlab/gradcheck"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 )
@@ -12,38 +12,270 @@ import (
 type (
 	model64  = model.Model[float64]
 	params64 = model.Params[float64]
-	mActs64  = model.Acts[float64]
-	cache64  = attention.KVCache[float64]
 )
 
-// DecoderImpl is the whole model in float64: the training pass (Full,
+// DecoderOps is the whole model in precision T: the training pass (Full,
 // Backward) and the cached inference path, split where the negative controls
 // need it: Append reserves cache slots and assigns positions, StepAt runs a
 // chunk at those slots.
+type DecoderOps[T nn.Float] struct {
+	Full     func(m *model.Model[T], a *model.Acts[T], p *model.Params[T], b *model.Batch) (T, int, error)
+	Backward func(m *model.Model[T], g, p *model.Params[T], a *model.Acts[T], b *model.Batch)
+	Append   func(c *attention.KVCache[T], hq, M int, valid []bool) (int, *attention.Config, error)
+	StepAt   func(m *model.Model[T], logits []T, c *attention.KVCache[T], p *model.Params[T], tokens []int, slot int, cfg *attention.Config) error
+}
+
+// DecoderImpl is the whole model: its float64 path and its float32 path
+// (the fused attention kernels, GEMM, vectorised exp and sigmoid).
 type DecoderImpl struct {
-	Full     func(m *model64, a *mActs64, p *params64, b *model.Batch) (float64, int, error)
-	Backward func(m *model64, g, p *params64, a *mActs64, b *model.Batch)
-	Append   func(c *cache64, hq, M int, valid []bool) (int, *attention.Config, error)
-	StepAt   func(m *model64, logits []float64, c *cache64, p *params64, tokens []int, slot int, cfg *attention.Config) error
+	DecoderOps[float64]
+	F32 DecoderOps[float32]
+}
+
+func decoderOps[T nn.Float]() DecoderOps[T] {
+	return DecoderOps[T]{
+		Full: (*model.Model[T]).Forward, Backward: (*model.Model[T]).Backward,
+		Append: (*attention.KVCache[T]).Append, StepAt: (*model.Model[T]).StepAt,
+	}
 }
 
 // DecoderReference is package model.
-var DecoderReference = DecoderImpl{
-	Full: (*model64).Forward, Backward: (*model64).Backward,
-	Append: (*cache64).Append, StepAt: (*model64).StepAt,
-}
+var DecoderReference = DecoderImpl{decoderOps[float64](), decoderOps[float32]()}
 
-// testDecoder is a 2-layer GQA model with weights large enough that every
-// path carries signal.
-func testDecoder(seed uint64) (*model64, *params64) {
-	m, err := model.New[float64](model.Config{HiddenSize: 8, IntermediateSize: 12, NumHiddenLayers: 2,
-		NumAttentionHeads: 4, NumKeyValueHeads: 2, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 11, MaxPositionEmbeddings: 64})
+// decoderConfig is the model of the checks: 2 layers, GQA, a vocabulary of
+// 11.
+var decoderConfig = model.Config{HiddenSize: 8, IntermediateSize: 12, NumHiddenLayers: 2,
+	NumAttentionHeads: 4, NumKeyValueHeads: 2, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 11, MaxPositionEmbeddings: 64}
+
+// newDecoder returns the model of cfg in precision T with weights large
+// enough that every path carries signal; the same seed gives the same
+// weights, rounded, in both precisions.
+func newDecoder[T nn.Float](cfg model.Config, seed uint64) (*model.Model[T], *model.Params[T]) {
+	m, err := model.New[T](cfg)
 	if err != nil {
 		panic(err)
 	}
 	p := m.NewParams()
 	m.Init(p, 0.5, seed)
 	return m, p
+}
+
+// testDecoder is the float64 model of the semantic checks.
+func testDecoder(seed uint64) (*model64, *params64) { return newDecoder[float64](decoderConfig, seed) }
+
+func decoderName(cfg model.Config, b *model.Batch) string {
+	s := shape("B", b.B, "T", b.T, "layers", cfg.NumHiddenLayers, "Dim", cfg.HiddenSize, "F", cfg.IntermediateSize,
+		"Hq", cfg.NumAttentionHeads, "Hkv", cfg.NumKeyValueHeads, "V", cfg.VocabSize)
+	if b.Valid != nil {
+		s += ", padding"
+	}
+	if b.Seg != nil {
+		s += ", packed documents"
+	}
+	return s
+}
+
+// decoderCase differentiates the loss with respect to every parameter, by
+// its Hugging Face name. Backward is seeded with dloss = 1; it adds into
+// the buffers, whose increase is then scaled by dout.
+func decoderCase[T nn.Float](ops DecoderOps[T], cfg model.Config, b *model.Batch, seed uint64) Case[T] {
+	m, p := newDecoder[T](cfg, seed)
+	a := m.NewActs(b.B, b.T)
+	var inputs []Input[T]
+	for _, t := range m.Tensors(p) {
+		inputs = append(inputs, Input[T]{t.Name, t.Data})
+	}
+	return Case[T]{
+		Name:   decoderName(cfg, b),
+		Inputs: inputs,
+		Out:    1,
+		Forward: func(out []T) error {
+			var err error
+			out[0], _, err = ops.Full(m, a, p, b)
+			return err
+		},
+		Backward: func(grads [][]T, dout []T) error {
+			if _, _, err := ops.Full(m, a, p, b); err != nil {
+				return err
+			}
+			g := m.NewParams()
+			gt := m.Tensors(g)
+			for i, t := range gt {
+				copy(t.Data, grads[i])
+			}
+			ops.Backward(m, g, p, a, b)
+			for i, t := range gt {
+				for j, v := range t.Data {
+					grads[i][j] += dout[0] * (v - grads[i][j])
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// decoderFDBatch is the batch of fd-elements: left padding in one row, two
+// packed documents in the other.
+func decoderFDBatch() *model.Batch {
+	return &model.Batch{B: 2, T: 5, Tokens: []int{0, 3, 7, 1, 9, 2, 4, 4, 10, 5},
+		Valid: []bool{false, true, true, true, true, true, true, true, true, true},
+		Seg:   []int{0, 0, 0, 0, 0, 0, 0, 1, 1, 1}}
+}
+
+func decoderCases[T nn.Float](ops DecoderOps[T], big bool) []Case[T] {
+	if big {
+		return nil
+	}
+	return []Case[T]{decoderCase(ops, decoderConfig, decoderFDBatch(), 1)}
+}
+
+// decoderSized is the model at sizes s: 2 layers of width Dim, Hq and Hkv
+// heads of Dim/Hq, SwiGLU width F, a vocabulary of 11, B rows of T tokens,
+// the first left-padded by one token.
+func decoderSized(s Sizes) (model.Config, *model.Batch) {
+	cfg := decoderConfig
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = s.Dim, s.F, s.Hq, s.Hkv
+	cfg.MaxPositionEmbeddings = max(64, s.T)
+	b := &model.Batch{B: s.B, T: s.T, Tokens: make([]int, s.B*s.T), Valid: make([]bool, s.B*s.T)}
+	for i := range b.Tokens {
+		b.Tokens[i] = (i*i*5 + 3*i) % cfg.VocabSize
+		b.Valid[i] = i != 0 || s.T == 1
+	}
+	return cfg, b
+}
+
+// The tokens, chunkings and prompts of the semantic checks.
+var (
+	decoderChunkTokens = []int{1, 5, 9, 2, 2, 7, 0, 3, 10, 4, 6, 8, 1, 3} // 2 rows of 7
+	decoderChunkings   = [][]int{{1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 1}, {3, 3, 1}, {5, 2}, {7}, {1, 2, 3, 1}}
+	decoderPrefix      = []int{4, 8, 1, 0, 7, 3}
+	decoderPrefixCut   = 2
+	decoderShort       = []int{3, 9, 4}
+	decoderLong        = []int{6, 1, 1, 8, 2}
+	decoderDocs        = [][]int{{2, 7, 7}, {5, 1, 0, 9}}
+	decoderPrompts     = [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}, {5}}
+	decoderGenerate    = 6
+)
+
+// chunkings renders chunk sizes as "1+1+1, 2+1".
+func chunkings(cs [][]int) string {
+	var out []string
+	for _, c := range cs {
+		var parts []string
+		for _, n := range c {
+			parts = append(parts, fmt.Sprint(n))
+		}
+		out = append(out, strings.Join(parts, "+"))
+	}
+	return strings.Join(out, ", ")
+}
+
+func lengths(rows [][]int) []int {
+	var n []int
+	for _, r := range rows {
+		n = append(n, len(r))
+	}
+	return n
+}
+
+// Decoder returns the suite of the whole model.
+func Decoder() Suite[DecoderImpl] {
+	spec := gradSpec[DecoderImpl]{op: "the whole model (every parameter)", ref: DecoderReference,
+		cases:   func(i DecoderImpl, big bool) []Case[float64] { return decoderCases(i.DecoderOps, big) },
+		cases32: func(i DecoderImpl, big bool) []Case[float32] { return decoderCases(i.F32, big) },
+		// Two layers of O(1) weights have larger high derivatives than one
+		// op: a smaller step keeps the 4-point truncation error (∝ ε⁴) below
+		// 1e-11 while rounding (∝ u/ε) stays near 1e-12.
+		eps: 2e-4}
+	gen := spec.checks()
+	gen[0].Long.Proves = "the whole backward, layer by layer in reverse order, is the derivative of the whole forward"
+	gen[0].Long.Cannot = "that the forward is the right model: shifted labels, positions and the cache are the semantic checks' business"
+	return Suite[DecoderImpl]{
+		Guide: OpGuide{
+			What: "The whole model: embedding, L blocks, final RMSNorm, LM head, cross-entropy on next-token targets; and its KV-cache decoding.",
+			Forward: []Step{
+				{Eq: "x₀ = Embed(tokens);  x_{l+1} = Block_l(x_l);  logits = RMSNorm(x_L) Headᵀ", Shape: "tokens [B,T] → logits [B·T,V]", Why: "the stack"},
+				{Eq: "loss = mean over counted t of −log softmax(logits_t)[token_{t+1}]", Shape: "scalar", Why: "position t predicts the next token, within its document"},
+			},
+			Backward: []Step{
+				{Eq: "dloss = 1;  dlogits = (p − onehot(target))/count", Shape: "[B·T,V]",
+					Why: "the chain rule is seeded with 1; the mean's 1/count enters here, and ignored targets get 0"},
+				{Eq: "dHead = dlogitsᵀ x̂;  dx̂ = dlogits Head", Shape: "Head [V,Dim], x̂ = RMSNorm(x_L) [B·T,Dim]",
+					Why: "the LM head is a linear layer"},
+				{Eq: "dx_L = RMSNorm backward(dx̂)", Shape: "[B·T,Dim], and the final norm's weight [Dim]", Why: "the final norm"},
+				{Eq: "dx_l = Block_l backward(dx_{l+1}),  l = L−1 … 0", Shape: "[B·T,Dim], and each block's weights",
+					Why: "blocks in exact reverse order; each adds its parameters' gradients"},
+				{Eq: "dEmbed[tokens[t]] += dx₀[t]", Shape: "[V,Dim]",
+					Why: "a scatter-add; with a tied head, Head is Embed and both gradients add into the same buffer"},
+			},
+			Notes: []string{"Decoding with the KV cache must give the full pass's logits: positions continue after the cache, cached keys are rotated once, and a chunk's mask is offset by the cache length."},
+		},
+		Checks: append(gen,
+			Check[DecoderImpl]{Name: "full-equals-decoding", Kind: Semantic, Run: decoderChunks,
+				Claim: fmt.Sprintf("the full pass, token-by-token decoding and chunked decoding (%s) give the same logits (≤ %g)", chunkings(decoderChunkings), identical),
+				Limit: "rows of equal length; padding is the next check's",
+				Long: Long{
+					Tests:  fmt.Sprintf("the full pass, token-by-token decoding and chunked decoding (%s) give the same logits (≤ %g)", chunkings(decoderChunkings), identical),
+					Shapes: fmt.Sprintf("2 rows of %d tokens, %s", len(decoderChunkTokens)/2, decoderName(decoderConfig, &model.Batch{B: 2, T: len(decoderChunkTokens) / 2})),
+					Proves: "the KV cache: positions continue after the cache, cached keys are rotated once, chunk masks are offset",
+					Cannot: "rows of different lengths (the padding check)",
+				}},
+			Check[DecoderImpl]{Name: "prefix-unchanged", Kind: Semantic, Run: decoderPrefixCheck,
+				Claim: "changing tokens after position t leaves the logits at positions ≤ t bit-identical",
+				Limit: "the full pass; decoding is compared with it above",
+				Long: Long{
+					Tests:  fmt.Sprintf("changing tokens %d..%d leaves the logits at positions 0..%d bit-identical", decoderPrefixCut+1, len(decoderPrefix)-1, decoderPrefixCut),
+					Shapes: fmt.Sprintf("logits [%d,%d]", len(decoderPrefix), decoderConfig.VocabSize),
+					Proves: "the whole model is causal",
+					Cannot: "decoding (compared with the full pass above)",
+				}},
+			Check[DecoderImpl]{Name: "padding-invariance", Kind: Semantic, Run: decoderPadding,
+				Claim: "left, right or no padding give the same logits for real tokens, in the full pass and in cached decoding of rows of different lengths",
+				Limit: "a uniform shift of positions is invisible to RoPE; only the right-padded prefill puts gaps between a row's tokens",
+				Long: Long{
+					Tests:  "left, right or no padding give the same logits for real tokens, in the full pass and in cached decoding of rows of different lengths",
+					Shapes: fmt.Sprintf("rows of %d and %d tokens", len(decoderShort), len(decoderLong)),
+					Proves: "padding is masked and positions count real tokens, also after a right-padded prefill",
+					Cannot: "a uniform shift of positions (invisible to RoPE)",
+				}},
+			Check[DecoderImpl]{Name: "packing-equals-separate", Kind: Semantic, Run: decoderPacking,
+				Claim: "two documents packed in one row with segment ids give the logits and loss terms of separate runs",
+				Limit: "segments as given by the caller",
+				Long: Long{
+					Tests:  "two documents packed in one row with segment ids give the logits and loss terms of separate runs",
+					Shapes: fmt.Sprintf("documents of %s tokens", list(lengths(decoderDocs))),
+					Proves: "segments isolate documents through the whole model, loss included",
+					Cannot: "segments as the caller assigned them",
+				}},
+			Check[DecoderImpl]{Name: "batched-generation", Kind: Semantic, Run: decoderGeneration,
+				Claim: fmt.Sprintf("greedy generation of %d prompts of different lengths, left-padded into one batch, equals generating each alone", len(decoderPrompts)),
+				Limit: "greedy decoding; sampling draws are tested in package model",
+				Long: Long{
+					Tests:  fmt.Sprintf("greedy generation of %d prompts of different lengths, left-padded into one batch, equals generating each alone", len(decoderPrompts)),
+					Shapes: fmt.Sprintf("prompts of %s tokens, %d new tokens each", list(lengths(decoderPrompts)), decoderGenerate),
+					Proves: "batching, padding and the cache together do not change what is generated",
+					Cannot: "sampling (tested in package model)",
+				}},
+			Check[DecoderImpl]{Name: "label-shift", Kind: Semantic, Run: decoderLabels,
+				Claim: "the loss is the mean of −log softmax(logits[t])[token t+1] within each document: position t predicts the next token",
+				Limit: "checks the targets, not the logits",
+				Long: Long{
+					Tests:  "the loss is the mean of −log softmax(logits[t])[token t+1] within each document",
+					Shapes: fmt.Sprintf("documents of %s tokens packed in one row: a scalar loss over %d targets", list(lengths(decoderDocs)), len(decoderDocs[0])+len(decoderDocs[1])-2),
+					Proves: "position t predicts the next token, not itself",
+					Cannot: "the logits",
+				}},
+		),
+		At: func(impl DecoderImpl, s Sizes, seed uint64) Case[float64] {
+			cfg, b := decoderSized(s)
+			return decoderCase(impl.DecoderOps, cfg, b, seed)
+		},
+		At32: func(impl DecoderImpl, s Sizes, seed uint64) Case[float32] {
+			cfg, b := decoderSized(s)
+			return decoderCase(impl.F32, cfg, b, seed)
+		},
+		Reads: "2 layers of width Dim, Hq and Hkv heads of Dim/Hq, SwiGLU width F, a vocabulary of 11; B rows of T tokens, the first left-padded by one",
+	}
 }
 
 // full runs the training pass and returns the logits.
@@ -93,82 +325,16 @@ func decode(impl DecoderImpl, m *model64, p *params64, B, T int, tokens []int, v
 	return out, nil
 }
 
-// Decoder returns the checks of the whole model.
-func Decoder() []Check[DecoderImpl] {
-	return []Check[DecoderImpl]{
-		{Name: "fd-elements", Kind: Gradient, Run: decoderFD,
-			Claim: "every parameter gradient of a 2-layer GQA model (left padding, two packed documents) equals the 4-point difference of the loss",
-			Limit: "agreement with the forward as written"},
-		{Name: "full-equals-decoding", Kind: Semantic, Run: decoderChunks,
-			Claim: "the full pass, token-by-token decoding and chunked decoding (1, 2+2+2+1, 3+3+1, 5+2, 7, 1+2+3+1) give the same logits (≤ 1e-12)",
-			Limit: "rows of equal length; padding is the next check's"},
-		{Name: "prefix-unchanged", Kind: Semantic, Run: decoderPrefix,
-			Claim: "changing tokens after position t leaves the logits at positions ≤ t bit-identical",
-			Limit: "the full pass; decoding is compared with it above"},
-		{Name: "padding-invariance", Kind: Semantic, Run: decoderPadding,
-			Claim: "left, right or no padding give the same logits for real tokens, in the full pass and in cached decoding of rows of different lengths",
-			Limit: "a uniform shift of positions is invisible to RoPE; only the right-padded prefill puts gaps between a row's tokens"},
-		{Name: "packing-equals-separate", Kind: Semantic, Run: decoderPacking,
-			Claim: "two documents packed in one row with segment ids give the logits and loss terms of separate runs",
-			Limit: "segments as given by the caller"},
-		{Name: "batched-generation", Kind: Semantic, Run: decoderGeneration,
-			Claim: "greedy generation of 3 prompts of different lengths, left-padded into one batch, equals generating each alone",
-			Limit: "greedy decoding; sampling draws are tested in package model"},
-		{Name: "label-shift", Kind: Semantic, Run: decoderLabels,
-			Claim: "the loss is the mean of −log softmax(logits[t])[token t+1] within each document: position t predicts the next token",
-			Limit: "checks the targets, not the logits"},
-	}
-}
-
-func decoderFD(impl DecoderImpl) Result {
-	m, p := testDecoder(1)
-	b := &model.Batch{B: 2, T: 5, Tokens: []int{0, 3, 7, 1, 9, 2, 4, 4, 10, 5},
-		Valid: []bool{false, true, true, true, true, true, true, true, true, true},
-		Seg:   []int{0, 0, 0, 0, 0, 0, 0, 1, 1, 1}}
-	a := m.NewActs(b.B, b.T)
-	loss := func() float64 {
-		l, _, err := impl.Full(m, a, p, b)
-		if err != nil {
-			panic(err)
-		}
-		return l
-	}
-	g := m.NewParams()
-	var r gradcheck.Report
-	if err := protect(func() error {
-		loss()
-		impl.Backward(m, g, p, a, b)
-		var ps []gradcheck.Param
-		gt := m.Tensors(g)
-		for i, t := range m.Tensors(p) {
-			ps = append(ps, gradcheck.Param{Name: t.Name, X: t.Data, Grad: gt[i].Data})
-		}
-		// Two layers of O(1) weights have larger high derivatives than one
-		// op: a smaller step keeps the 4-point truncation error (∝ ε⁴) below
-		// 1e-11 while rounding (∝ u/ε) stays near 1e-12.
-		r = gradcheck.Check(loss, ps, gradcheck.Options{Precise: true, Eps: 2e-4, Abs: fdAbs, Rel: fdRel})
-		return nil
-	}); err != nil {
-		return errored(err, "%v")
-	}
-	res := pass("%d elements, max rel %.1e, max abs %.1e, norm rel %.1e, ε = %g (4-point)", r.Checked, r.MaxRel, r.MaxAbs, r.NormRel, r.Eps)
-	if err := r.Err(); err != nil {
-		res = fail("%v", err)
-	}
-	res.Error = r.MaxRel
-	return res
-}
-
 func decoderChunks(impl DecoderImpl) Result {
 	m, p := testDecoder(2)
 	const B, T = 2, 7
-	tokens := []int{1, 5, 9, 2, 2, 7, 0, 3, 10, 4, 6, 8, 1, 3}
+	tokens := decoderChunkTokens
 	want, _, err := full(impl, m, p, &model.Batch{B: B, T: T, Tokens: tokens})
 	if err != nil {
 		return errored(err, "full pass: %v")
 	}
 	var worst float64
-	for _, sizes := range [][]int{{1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 1}, {3, 3, 1}, {5, 2}, {7}, {1, 2, 3, 1}} {
+	for _, sizes := range decoderChunkings {
 		got, err := decode(impl, m, p, B, T, tokens, nil, sizes)
 		if err != nil {
 			return errored(err, fmt.Sprintf("chunks %v: ", sizes)+"%v")
@@ -176,20 +342,16 @@ func decoderChunks(impl DecoderImpl) Result {
 		d, msg := compare(identical, pair{"logits", got, want})
 		worst = max(worst, d)
 		if msg != "" {
-			res := fail("chunks %v: %s", sizes, msg)
-			res.Error = d
-			return res
+			return measured(fail("chunks %v: %s", sizes, msg), d)
 		}
 	}
-	res := pass("6 chunkings of 2×7 tokens match the full pass, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("%d chunkings of %d×%d tokens match the full pass, max error %.1e", len(decoderChunkings), B, T, worst), worst)
 }
 
-func decoderPrefix(impl DecoderImpl) Result {
+func decoderPrefixCheck(impl DecoderImpl) Result {
 	m, p := testDecoder(3)
-	const T, cut = 6, 2
-	tokens := []int{4, 8, 1, 0, 7, 3}
+	T, cut := len(decoderPrefix), decoderPrefixCut
+	tokens := decoderPrefix
 	want, _, err := full(impl, m, p, &model.Batch{B: 1, T: T, Tokens: tokens})
 	if err != nil {
 		return errored(err, "%v")
@@ -212,7 +374,7 @@ func decoderPrefix(impl DecoderImpl) Result {
 func decoderPadding(impl DecoderImpl) Result {
 	m, p := testDecoder(4)
 	V := m.Config.VocabSize
-	short, long := []int{3, 9, 4}, []int{6, 1, 1, 8, 2}
+	short, long := decoderShort, decoderLong
 	var worst float64
 	check := func(name string, got, want []float64) string {
 		d, msg := compare(identical, pair{name, got, want})
@@ -314,17 +476,20 @@ func decoderPadding(impl DecoderImpl) Result {
 	if msg := check("logits", gotLong, wantLong); msg != "" {
 		return fail("right-padded prefill, then decoding, long row: %s", msg)
 	}
-	res := pass("left and right padding, full pass and decoding (also after a right-padded prefill): real tokens' logits unchanged, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("left and right padding, full pass and decoding (also after a right-padded prefill): real tokens' logits unchanged, max error %.1e", worst), worst)
 }
 
 func decoderPacking(impl DecoderImpl) Result {
 	m, p := testDecoder(5)
 	V := m.Config.VocabSize
-	docs := [][]int{{2, 7, 7}, {5, 1, 0, 9}}
-	packed := append(append([]int(nil), docs[0]...), docs[1]...)
-	got, _, err := full(impl, m, p, &model.Batch{B: 1, T: 7, Tokens: packed, Seg: []int{0, 0, 0, 1, 1, 1, 1}})
+	docs := decoderDocs
+	var packed, seg []int
+	for d, doc := range docs {
+		for _, tok := range doc {
+			packed, seg = append(packed, tok), append(seg, d)
+		}
+	}
+	got, _, err := full(impl, m, p, &model.Batch{B: 1, T: len(packed), Tokens: packed, Seg: seg})
 	if err != nil {
 		return errored(err, "packed: %v")
 	}
@@ -342,15 +507,19 @@ func decoderPacking(impl DecoderImpl) Result {
 		}
 		start += len(doc)
 	}
-	res := pass("documents of 3 and 4 tokens packed equal separate runs, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("documents of %s tokens packed equal separate runs, max error %.1e", list(lengths(docs)), worst), worst)
 }
 
 func decoderLabels(impl DecoderImpl) Result {
 	m, p := testDecoder(6)
 	V := m.Config.VocabSize
-	b := &model.Batch{B: 1, T: 7, Tokens: []int{2, 7, 7, 5, 1, 0, 9}, Seg: []int{0, 0, 0, 1, 1, 1, 1}}
+	b := &model.Batch{B: 1}
+	for d, doc := range decoderDocs { // the documents packed in one row
+		for _, tok := range doc {
+			b.Tokens, b.Seg = append(b.Tokens, tok), append(b.Seg, d)
+		}
+	}
+	b.T = len(b.Tokens)
 	logits, loss, err := full(impl, m, p, b)
 	if err != nil {
 		return errored(err, "%v")
@@ -370,12 +539,10 @@ func decoderLabels(impl DecoderImpl) Result {
 	}
 	want := sum / float64(n)
 	d, _ := diff([]float64{loss}, []float64{want})
-	res := pass("loss %.6f equals the mean over %d next-token targets, error %.1e", loss, n, d)
 	if d > identical {
-		res = fail("loss %.9g, but the mean next-token cross-entropy of these logits is %.9g: the labels are not the next tokens", loss, want)
+		return measured(fail("loss %.9g, but the mean next-token cross-entropy of these logits is %.9g: the labels are not the next tokens", loss, want), d)
 	}
-	res.Error = d
-	return res
+	return measured(pass("loss %.6f equals the mean over %d next-token targets, error %.1e", loss, n, d), d)
 }
 
 // greedy generates n tokens after each prompt through impl's cache path:
@@ -425,13 +592,13 @@ func greedy(impl DecoderImpl, m *model64, p *params64, prompts [][]int, n int) (
 
 func decoderGeneration(impl DecoderImpl) Result {
 	m, p := testDecoder(7)
-	prompts := [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}, {5}}
-	batch, err := greedy(impl, m, p, prompts, 6)
+	prompts := decoderPrompts
+	batch, err := greedy(impl, m, p, prompts, decoderGenerate)
 	if err != nil {
 		return errored(err, "batched: %v")
 	}
 	for r, pr := range prompts {
-		alone, err := greedy(impl, m, p, [][]int{pr}, 6)
+		alone, err := greedy(impl, m, p, [][]int{pr}, decoderGenerate)
 		if err != nil {
 			return errored(err, "alone: %v")
 		}
@@ -439,5 +606,5 @@ func decoderGeneration(impl DecoderImpl) Result {
 			return fail("prompt %d: batched %v, alone %v", r, batch[r], alone[0])
 		}
 	}
-	return pass("3 prompts of 3, 5 and 1 tokens: 6 greedy tokens each, batched = alone")
+	return pass("%d prompts of %s tokens: %d greedy tokens each, batched = alone", len(prompts), list(lengths(prompts)), decoderGenerate)
 }

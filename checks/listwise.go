@@ -1,36 +1,40 @@
 package checks
 
 import (
+	"fmt"
 	"math"
 
-	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
 )
 
-type (
-	listwise64     = retrieve.Listwise[float64]
-	listwiseActs64 = retrieve.ListwiseActs[float64]
-	pairPool64     = retrieve.PairPool[float64]
-	pairPoolActs64 = retrieve.PairPoolActs[float64]
-)
-
-// ListwiseImpl is the head of a cross-encoder reranker in float64, as
+// ListwiseOps is the head of a cross-encoder reranker in precision T, as
 // method expressions of package retrieve: the pooling of each "query SEP
 // code" sequence into the product of its unit side means, the linear score
-// s = w·f and the softmax cross-entropy of each query's group of
-// candidates against its positive.
+// s = w·f and the softmax cross-entropy of each query's group of candidates
+// against its positive.
+type ListwiseOps[T nn.Float] struct {
+	PoolForward  func(p retrieve.PairPool[T], a *retrieve.PairPoolActs[T], f, x []T, nq []int, valid []bool, B, Tn int)
+	PoolBackward func(p retrieve.PairPool[T], dx, df []T, a *retrieve.PairPoolActs[T], nq []int, valid []bool, B, Tn int)
+	Forward      func(l retrieve.Listwise[T], a *retrieve.ListwiseActs[T], p, w []T, valid []bool) T
+	Backward     func(l retrieve.Listwise[T], dp, dw []T, dloss T, p, w []T, valid []bool, a *retrieve.ListwiseActs[T])
+}
+
+// ListwiseImpl is the reranker head: its float64 and float32 paths.
 type ListwiseImpl struct {
-	PoolForward  func(p pairPool64, a *pairPoolActs64, f, x []float64, nq []int, valid []bool, B, Tn int)
-	PoolBackward func(p pairPool64, dx, df []float64, a *pairPoolActs64, nq []int, valid []bool, B, Tn int)
-	Forward      func(l listwise64, a *listwiseActs64, p, w []float64, valid []bool) float64
-	Backward     func(l listwise64, dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *listwiseActs64)
+	ListwiseOps[float64]
+	F32 ListwiseOps[float32]
+}
+
+func listwiseOps[T nn.Float]() ListwiseOps[T] {
+	return ListwiseOps[T]{
+		PoolForward: retrieve.PairPool[T].Forward, PoolBackward: retrieve.PairPool[T].Backward,
+		Forward: retrieve.Listwise[T].Forward, Backward: retrieve.Listwise[T].Backward,
+	}
 }
 
 // ListwiseReference is package retrieve's reranker head.
-var ListwiseReference = ListwiseImpl{
-	PoolForward: pairPool64.Forward, PoolBackward: pairPool64.Backward,
-	Forward: listwise64.Forward, Backward: listwise64.Backward,
-}
+var ListwiseReference = ListwiseImpl{listwiseOps[float64](), listwiseOps[float32]()}
 
 // rerankCase is one training batch of a reranker: G groups of K candidate
 // sequences of T tokens (the positive first), width D. Sequence i holds
@@ -89,97 +93,203 @@ type rerankOut struct {
 }
 
 // rerankState is what rerankForward saves for rerankBackward.
-type rerankState struct {
-	f    []float64
-	pool *pairPoolActs64
-	loss *listwiseActs64
+type rerankState[T nn.Float] struct {
+	f    []T
+	pool *retrieve.PairPoolActs[T]
+	loss *retrieve.ListwiseActs[T]
 }
 
-func rerankForward(impl ListwiseImpl, r rerankCase) (float64, *rerankState) {
+// rerankForward runs the head on token vectors x and head w (with the
+// shapes, queries and validity of r).
+func rerankForward[T nn.Float](ops ListwiseOps[T], r rerankCase, x, w []T) (T, *rerankState[T]) {
 	n := r.G * r.K
-	l := listwise64{G: r.G, K: r.K, D: r.D}
-	pool := pairPool64{D: r.D}
-	st := &rerankState{f: make([]float64, n*r.D), pool: pool.NewActs(n), loss: l.NewActs()}
+	l := retrieve.Listwise[T]{G: r.G, K: r.K, D: r.D}
+	pool := retrieve.PairPool[T]{D: r.D}
+	st := &rerankState[T]{f: make([]T, n*r.D), pool: pool.NewActs(n), loss: l.NewActs()}
 	// pass 1: one feature vector per (query, candidate) sequence
-	impl.PoolForward(pool, st.pool, st.f, r.x, r.nq, r.tokens, n, r.T)
+	ops.PoolForward(pool, st.pool, st.f, x, r.nq, r.tokens, n, r.T)
 	// pass 2: scores and the loss
-	return impl.Forward(l, st.loss, st.f, r.w, r.cands), st
+	return ops.Forward(l, st.loss, st.f, w, r.cands), st
 }
 
-func rerankBackward(impl ListwiseImpl, r rerankCase, st *rerankState, dloss float64, dx, dw []float64) {
+func rerankBackward[T nn.Float](ops ListwiseOps[T], r rerankCase, st *rerankState[T], w []T, dloss T, dx, dw []T) {
 	n := r.G * r.K
-	l := listwise64{G: r.G, K: r.K, D: r.D}
-	df := make([]float64, n*r.D)
-	impl.Backward(l, df, dw, dloss, st.f, r.w, r.cands, st.loss)
-	impl.PoolBackward(pairPool64{D: r.D}, dx, df, st.pool, r.nq, r.tokens, n, r.T)
+	l := retrieve.Listwise[T]{G: r.G, K: r.K, D: r.D}
+	df := make([]T, n*r.D)
+	ops.Backward(l, df, dw, dloss, st.f, w, r.cands, st.loss)
+	ops.PoolBackward(retrieve.PairPool[T]{D: r.D}, dx, df, st.pool, r.nq, r.tokens, n, r.T)
 }
 
+// rerankRun runs the float64 forward and backward (dloss = 1) on fresh
+// buffers.
 func rerankRun(impl ListwiseImpl, r rerankCase) (o rerankOut, err error) {
 	err = protect(func() error {
-		loss, st := rerankForward(impl, r)
+		loss, st := rerankForward(impl.ListwiseOps, r, r.x, r.w)
 		o.loss = loss
 		o.dx, o.dw = make([]float64, len(r.x)), make([]float64, len(r.w))
-		rerankBackward(impl, r, st, 1, o.dx, o.dw)
+		rerankBackward(impl.ListwiseOps, r, st, r.w, 1, o.dx, o.dw)
 		o.ds = clone(st.loss.DS)
 		return nil
 	})
 	return o, err
 }
 
-func listwiseDiff(impl ListwiseImpl, r rerankCase) Diff {
-	return Diff{
+func listwiseCase[T nn.Float](ops ListwiseOps[T], r rerankCase) Case[T] {
+	x, w := cast[T](r.x), cast[T](r.w)
+	return Case[T]{
 		Name:   r.name(),
-		Inputs: []gradcheck.Param{{Name: "x", X: r.x}, {Name: "w", X: r.w}},
+		Inputs: []Input[T]{{"x", x}, {"w", w}},
 		Out:    1,
-		Forward: func(out []float64) {
-			out[0], _ = rerankForward(impl, r)
+		Forward: func(out []T) error {
+			out[0], _ = rerankForward(ops, r, x, w)
+			return nil
 		},
-		Backward: func(g [][]float64, dout []float64) {
-			_, st := rerankForward(impl, r)
-			rerankBackward(impl, r, st, dout[0], g[0], g[1])
+		Backward: func(g [][]T, dout []T) error {
+			_, st := rerankForward(ops, r, x, w)
+			rerankBackward(ops, r, st, w, dout[0], g[0], g[1])
+			return nil
 		},
 	}
 }
 
-// Listwise returns the checks of the reranker head: pooling, the linear
+func listwiseCases[T nn.Float](ops ListwiseOps[T], big bool) []Case[T] {
+	if big {
+		return []Case[T]{listwiseCase(ops, newRerankCase(6, 8, 9, 16, []int{0, 3, 1, 5}, 5, [2]int{1, 7}, [2]int{4, 2}, [2]int{4, 3}))}
+	}
+	return []Case[T]{
+		listwiseCase(ops, newRerankCase(2, 3, 5, 4, []int{0, 1, 2}, 1)),
+		listwiseCase(ops, newRerankCase(3, 4, 4, 3, []int{1, 0}, 2, [2]int{0, 3}, [2]int{2, 1})),
+		listwiseCase(ops, newRerankCase(1, 2, 6, 5, nil, 3)),
+		listwiseCase(ops, newRerankCase(2, 1, 4, 3, []int{1}, 4)),
+	}
+}
+
+// listwiseSized is the head at sizes s: B groups of N candidate sequences of
+// T tokens of width Dim (T at least 4), one token of padding in every
+// other sequence; the last group's negatives are all invalid, so it keeps
+// its positive alone, the edge a loss without the positive in its
+// denominator cannot survive.
+func listwiseSized(s Sizes, seed uint64) rerankCase {
+	G, K := s.B, max(s.N, 1)
+	var invalid [][2]int
+	for k := 1; k < K; k++ {
+		invalid = append(invalid, [2]int{G - 1, k})
+	}
+	return newRerankCase(G, K, max(s.T, 4), s.Dim, []int{0, 1}, seed, invalid...)
+}
+
+// The batches of the semantic checks.
+func listwiseUniformCase() rerankCase {
+	return newRerankCase(4, 5, 5, 6, []int{0, 1}, 30, [2]int{0, 4}, [2]int{2, 1}, [2]int{2, 2}, [2]int{3, 4})
+}
+func listwiseSignsCase() rerankCase {
+	return newRerankCase(5, 6, 4, 4, []int{0, 1}, 40, [2]int{1, 5}, [2]int{3, 2})
+}
+func listwiseInvalidCase() rerankCase {
+	return newRerankCase(3, 4, 5, 5, []int{0, 1, 2}, 50, [2]int{0, 2}, [2]int{2, 3})
+}
+func listwiseUnorderedCase() rerankCase { return newRerankCase(3, 5, 4, 4, []int{0, 1}, 60) }
+func listwiseSideCase() rerankCase {
+	return newRerankCase(3, 4, 6, 5, []int{0, 1, 2}, 70, [2]int{1, 3})
+}
+func listwiseSeparatorCase() rerankCase { return newRerankCase(3, 4, 6, 5, []int{0, 1, 2}, 80) }
+
+// listwiseSideScales are the factors of side-scale-invariance.
+var listwiseSideScales = []float64{1e-3, 0.5, 9, 1e4}
+
+// Listwise returns the suite of the reranker head: pooling, the linear
 // score and the listwise softmax loss, differentiated as one function of
 // the token vectors and the head.
-func Listwise() []Check[ListwiseImpl] {
-	small := func(impl ListwiseImpl) []Diff {
-		return []Diff{
-			listwiseDiff(impl, newRerankCase(2, 3, 5, 4, []int{0, 1, 2}, 1)),
-			listwiseDiff(impl, newRerankCase(3, 4, 4, 3, []int{1, 0}, 2, [2]int{0, 3}, [2]int{2, 1})),
-			listwiseDiff(impl, newRerankCase(1, 2, 6, 5, nil, 3)),
-			listwiseDiff(impl, newRerankCase(2, 1, 4, 3, []int{1}, 4)),
-		}
+func Listwise() Suite[ListwiseImpl] {
+	spec := gradSpec[ListwiseImpl]{op: "the reranker head (token vectors of each pair, w)", ref: ListwiseReference, dirs: 4,
+		cases:   func(i ListwiseImpl, big bool) []Case[float64] { return listwiseCases(i.ListwiseOps, big) },
+		cases32: func(i ListwiseImpl, big bool) []Case[float32] { return listwiseCases(i.F32, big) }}
+	return Suite[ListwiseImpl]{
+		Guide: OpGuide{
+			What: "The head of a cross-encoder reranker: one sequence \"query SEP code\" per (query, candidate) pair, pooled into the product of its two unit side means, a linear score, and the softmax cross-entropy of each query's group of candidates (the positive first, then hard negatives).",
+			Forward: []Step{
+				{Eq: "q = mean of the query's token vectors, c = mean of the code's;  u = q/‖q‖, v = c/‖c‖", Shape: "x [G·K,T,D] → u, v [G·K,D]",
+					Why: "each side in one unit vector; the separator and padding are not pooled"},
+				{Eq: "f = u ⊙ v;  s = w · f", Shape: "f [G·K,D] → s [G,K]", Why: "a weighted cosine of the two sides: with w = 1/τ, a dual encoder's score"},
+				{Eq: "L_g = −log exp(s[g,0]) / Σ_{k valid} exp(s[g,k]);  L = mean_g L_g", Shape: "scalar",
+					Why: "each query's positive must outscore the hard negatives the first stage ranked high; padding candidates of short groups leave the denominator"},
+			},
+			Backward: []Step{
+				{Eq: "ds = (softmax_group(s) − onehot(0)) / G, zero where invalid", Shape: "[G,K]", Why: "each group's ds sums to zero: a bias on s would get no gradient, so the head has none"},
+				{Eq: "df = ds ⊗ w;  dw = Σ ds · f", Shape: "[G·K,D]; [D]", Why: "s is linear in both f and w"},
+				{Eq: "du = df ⊙ v,  dv = df ⊙ u;  dq = (du − u(u·du))/‖q‖,  dc = (dv − v(v·dv))/‖c‖", Shape: "[G·K,D]", Why: "the product rule, then each normalisation's projection"},
+				{Eq: "dx_t = dq/n_q on query tokens, dc/n_c on code tokens, 0 elsewhere", Shape: "[G·K,T,D]", Why: "each mean spreads its gradient over its side; the encoder takes it from there"},
+			},
+			Notes: []string{"Dropping the positive from its denominator, counting padding candidates, taking the wrong candidate as the positive: each is consistent with its backward and invisible to finite differences; the semantic checks catch them."},
+		},
+		Checks: append(spec.checks(),
+			Check[ListwiseImpl]{Name: "side-scale-invariance", Kind: Semantic, Run: listwiseSideScale,
+				Claim: "scaling the query side's or the code side's token vectors by c > 0 leaves every score unchanged: each side is normalised",
+				Limit: "a property of the forward",
+				Long: Long{
+					Tests:  fmt.Sprintf("scaling the token vectors of either side by c > 0, factors around %s, leaves the loss unchanged", list(listwiseSideScales)),
+					Shapes: listwiseSideCase().name(),
+					Proves: "each side is normalised in the forward",
+					Cannot: "anything about the backward",
+				}},
+			Check[ListwiseImpl]{Name: "separator-inert", Kind: Semantic, Run: listwiseSeparatorInert,
+				Claim: "the separator's and the padding's token vectors get exactly zero gradient, and changing them leaves the loss bit-identical: only the two sides are pooled",
+				Limit: "at the head; in the encoder the separator is read by attention",
+				Long: Long{
+					Tests:  "the separator's and padding's token vectors get exactly zero gradient, and redrawing them leaves the loss bit-identical",
+					Shapes: listwiseSeparatorCase().name(),
+					Proves: "only the query and code tokens are pooled, in the forward and the backward",
+					Cannot: "what the encoder does with the separator: attention reads it",
+				}},
+			Check[ListwiseImpl]{Name: "uniform-scores", Kind: Semantic, Run: listwiseUniform,
+				Claim: "when every candidate of a group scores the same, the loss is the mean of log(valid candidates) per group: the positive counts in its denominator, invalid candidates do not",
+				Limit: "one point of the loss, where every softmax is uniform",
+				Long: Long{
+					Tests:  "with every pair's tokens equal, so every score is equal, each group's loss is log(number of valid candidates)",
+					Shapes: listwiseUniformCase().name(),
+					Proves: "the positive counts in its own denominator and invalid candidates do not",
+					Cannot: "one point of the loss",
+				}},
+			Check[ListwiseImpl]{Name: "ds-signs", Kind: Semantic, Run: listwiseDSSigns,
+				Claim: "each group's ∂L/∂s sums to zero, is ≤ 0 at the positive and ≥ 0 at every negative, and is exactly zero at invalid candidates",
+				Limit: "signs and sums: sizes are left to finite differences",
+				Long: Long{
+					Tests:  "each group's ∂L/∂s sums to zero, is ≤ 0 at the positive, ≥ 0 at negatives and exactly 0 at invalid candidates",
+					Shapes: listwiseSignsCase().name(),
+					Proves: "the softmax-minus-one-hot structure, and that raising the positive's score never raises the loss",
+					Cannot: "the sizes of the entries; finite differences check those",
+				}},
+			Check[ListwiseImpl]{Name: "invalid-inert", Kind: Semantic, Run: listwiseInvalidInert,
+				Claim: "changing the tokens of an invalid candidate leaves the loss and every other gradient bit-identical and gives it exactly zero gradient",
+				Limit: "the candidates marked invalid; which ones should be is the caller's business",
+				Long: Long{
+					Tests:  "redrawing the tokens of invalid candidates leaves the loss, dw and every valid candidate's dx bit-identical; their own dx is exactly 0",
+					Shapes: listwiseInvalidCase().name(),
+					Proves: "padding candidates are outside the loss, forward and backward",
+					Cannot: "whether the caller marks the right candidates invalid",
+				}},
+			Check[ListwiseImpl]{Name: "negatives-unordered", Kind: Semantic, Run: listwiseUnordered,
+				Claim: "permuting a group's negatives leaves the loss unchanged and permutes their gradients: only position 0 is special",
+				Limit: "one permutation per group",
+				Long: Long{
+					Tests:  "reversing each group's negatives leaves the loss unchanged and permutes ∂L/∂s alike",
+					Shapes: listwiseUnorderedCase().name(),
+					Proves: "only candidate 0 is treated as the positive",
+					Cannot: "permutations that move the positive: those change the task",
+				}},
+		),
+		At: func(impl ListwiseImpl, s Sizes, seed uint64) Case[float64] {
+			return listwiseCase(impl.ListwiseOps, listwiseSized(s, seed))
+		},
+		At32: func(impl ListwiseImpl, s Sizes, seed uint64) Case[float32] {
+			return listwiseCase(impl.F32, listwiseSized(s, seed))
+		},
+		Reads: "B groups of N candidates (the positive first) of T ≥ 4 tokens of width Dim; the last group's negatives invalid",
 	}
-	big := func(impl ListwiseImpl) []Diff {
-		return []Diff{listwiseDiff(impl, newRerankCase(6, 8, 9, 16, []int{0, 3, 1, 5}, 5, [2]int{1, 7}, [2]int{4, 2}, [2]int{4, 3}))}
-	}
-	return append(gradientChecks("the reranker head (token vectors of each pair, w)", small, big),
-		Check[ListwiseImpl]{Name: "side-scale-invariance", Kind: Semantic, Run: listwiseSideScale,
-			Claim: "scaling the query side's or the code side's token vectors by c > 0 leaves every score unchanged: each side is normalised",
-			Limit: "a property of the forward"},
-		Check[ListwiseImpl]{Name: "separator-inert", Kind: Semantic, Run: listwiseSeparatorInert,
-			Claim: "the separator's and the padding's token vectors get exactly zero gradient, and changing them leaves the loss bit-identical: only the two sides are pooled",
-			Limit: "at the head; in the encoder the separator is read by attention"},
-		Check[ListwiseImpl]{Name: "uniform-scores", Kind: Semantic, Run: listwiseUniform,
-			Claim: "when every candidate of a group scores the same, the loss is the mean of log(valid candidates) per group: the positive counts in its denominator, invalid candidates do not",
-			Limit: "one point of the loss, where every softmax is uniform"},
-		Check[ListwiseImpl]{Name: "ds-signs", Kind: Semantic, Run: listwiseDSSigns,
-			Claim: "each group's ∂L/∂s sums to zero, is ≤ 0 at the positive and ≥ 0 at every negative, and is exactly zero at invalid candidates",
-			Limit: "signs and sums: sizes are left to finite differences"},
-		Check[ListwiseImpl]{Name: "invalid-inert", Kind: Semantic, Run: listwiseInvalidInert,
-			Claim: "changing the tokens of an invalid candidate leaves the loss and every other gradient bit-identical and gives it exactly zero gradient",
-			Limit: "the candidates marked invalid; which ones should be is the caller's business"},
-		Check[ListwiseImpl]{Name: "negatives-unordered", Kind: Semantic, Run: listwiseUnordered,
-			Claim: "permuting a group's negatives leaves the loss unchanged and permutes their gradients: only position 0 is special",
-			Limit: "one permutation per group"},
-	)
 }
 
 func listwiseUniform(impl ListwiseImpl) Result {
-	r := newRerankCase(4, 5, 5, 6, []int{0, 1}, 30, [2]int{0, 4}, [2]int{2, 1}, [2]int{2, 2}, [2]int{3, 4})
+	r := listwiseUniformCase()
 	v := randn(31, r.D, 1)
 	for i := range r.x {
 		r.x[i] = v[i%r.D] // every token the same vector: every score equal
@@ -201,17 +311,13 @@ func listwiseUniform(impl ListwiseImpl) Result {
 	want /= float64(r.G)
 	d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{want}})
 	if msg != "" {
-		res := fail("%s", msg)
-		res.Error = d
-		return res
+		return measured(fail("%s", msg), d)
 	}
-	res := pass("equal scores, 4 invalid candidates: loss = mean log(valid count) = %.6f, error %.1e", want, d)
-	res.Error = d
-	return res
+	return measured(pass("equal scores, 4 invalid candidates: loss = mean log(valid count) = %.6f, error %.1e", want, d), d)
 }
 
 func listwiseDSSigns(impl ListwiseImpl) Result {
-	r := newRerankCase(5, 6, 4, 4, []int{0, 1}, 40, [2]int{1, 5}, [2]int{3, 2})
+	r := listwiseSignsCase()
 	o, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
@@ -236,18 +342,14 @@ func listwiseDSSigns(impl ListwiseImpl) Result {
 		e := math.Abs(sum) / (1 + m)
 		worst = max(worst, e)
 		if e > identical {
-			res := fail("group %d: ∂L/∂s sums to %.3g, want 0", g, sum)
-			res.Error = e
-			return res
+			return measured(fail("group %d: ∂L/∂s sums to %.3g, want 0", g, sum), e)
 		}
 	}
-	res := pass("5 groups: ∂L/∂s sums to zero (max error %.1e), ≤ 0 at positives, ≥ 0 at negatives, exactly 0 at 2 invalid candidates", worst)
-	res.Error = worst
-	return res
+	return measured(pass("5 groups: ∂L/∂s sums to zero (max error %.1e), ≤ 0 at positives, ≥ 0 at negatives, exactly 0 at 2 invalid candidates", worst), worst)
 }
 
 func listwiseInvalidInert(impl ListwiseImpl) Result {
-	r := newRerankCase(3, 4, 5, 5, []int{0, 1, 2}, 50, [2]int{0, 2}, [2]int{2, 3})
+	r := listwiseInvalidCase()
 	base, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
@@ -290,7 +392,7 @@ func listwiseInvalidInert(impl ListwiseImpl) Result {
 }
 
 func listwiseUnordered(impl ListwiseImpl) Result {
-	r := newRerankCase(3, 5, 4, 4, []int{0, 1}, 60)
+	r := listwiseUnorderedCase()
 	base, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
@@ -323,9 +425,7 @@ func listwiseUnordered(impl ListwiseImpl) Result {
 	d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
 	worst = max(worst, d)
 	if msg != "" {
-		res := fail("negatives reversed: %s", msg)
-		res.Error = d
-		return res
+		return measured(fail("negatives reversed: %s", msg), d)
 	}
 	back := make([]float64, len(o.ds))
 	for g := range r.G {
@@ -336,24 +436,20 @@ func listwiseUnordered(impl ListwiseImpl) Result {
 	d, msg = compare(identical, pair{"∂L/∂s", back, base.ds})
 	worst = max(worst, d)
 	if msg != "" {
-		res := fail("negatives reversed: %s", msg)
-		res.Error = d
-		return res
+		return measured(fail("negatives reversed: %s", msg), d)
 	}
-	res := pass("negatives of 3 groups reversed: loss unchanged and ∂L/∂s permuted alike, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("negatives of 3 groups reversed: loss unchanged and ∂L/∂s permuted alike, max error %.1e", worst), worst)
 }
 
 func listwiseSideScale(impl ListwiseImpl) Result {
-	r := newRerankCase(3, 4, 6, 5, []int{0, 1, 2}, 70, [2]int{1, 3})
+	r := listwiseSideCase()
 	base, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")
 	}
 	var worst float64
 	seqLen := r.T * r.D
-	for x, c := range []float64{1e-3, 0.5, 9, 1e4} {
+	for x, c := range listwiseSideScales {
 		for _, side := range []string{"query", "code"} {
 			s := r
 			s.x = clone(r.x)
@@ -374,19 +470,15 @@ func listwiseSideScale(impl ListwiseImpl) Result {
 			d, msg := compare(identical, pair{"loss", []float64{o.loss}, []float64{base.loss}})
 			worst = max(worst, d)
 			if msg != "" {
-				res := fail("%s side scaled (factor %d): %s", side, x, msg)
-				res.Error = d
-				return res
+				return measured(fail("%s side scaled (factor %d): %s", side, x, msg), d)
 			}
 		}
 	}
-	res := pass("query or code side scaled by factors around 1e-3, 0.5, 9, 1e4: loss unchanged, max error %.1e", worst)
-	res.Error = worst
-	return res
+	return measured(pass("query or code side scaled by factors around %s: loss unchanged, max error %.1e", list(listwiseSideScales), worst), worst)
 }
 
 func listwiseSeparatorInert(impl ListwiseImpl) Result {
-	r := newRerankCase(3, 4, 6, 5, []int{0, 1, 2}, 80)
+	r := listwiseSeparatorCase()
 	base, err := rerankRun(impl, r)
 	if err != nil {
 		return errored(err, "%v")

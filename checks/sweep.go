@@ -1,6 +1,10 @@
 package checks
 
-import "github.com/attnlab/attnlab/gradcheck"
+import (
+	"strconv"
+
+	"github.com/attnlab/attnlab/gradcheck"
+)
 
 // Sweep is the error of finite differences against their step ε, for the
 // central (2-point) and the 4-point stencil, on the attention gradients of the
@@ -17,14 +21,12 @@ type Sweep struct {
 // (∝ u/ε).
 func EpsSweep(impl Impl, eps []float64) (Sweep, error) {
 	c := cacheChunk()
-	t := random(c, 10)
-	loss, out, err := lossAndGrads(impl, c, t)
+	loss, p, err := Prepare(attentionCase(impl.Run, c, 10), nil, 10)
 	if err != nil {
 		return Sweep{}, err
 	}
-	p := params(t, out)
 	return Sweep{
-		Config:  "B=1, Hq=2, Hkv=1, M=2, N=5, D=4, Dv=3, causal after a 3-token cache",
+		Config:  describe(c) + ", after a cache of " + strconv.Itoa(c.N-c.M) + " tokens",
 		Central: gradcheck.Sweep(loss, p, eps, gradcheck.Options{}),
 		Precise: gradcheck.Sweep(loss, p, eps, gradcheck.Options{Precise: true}),
 	}, nil

@@ -11,44 +11,45 @@ import (
 // replaced.
 func Attention() []Fault[checks.Impl] {
 	return []Fault[checks.Impl]{
-		{Name: "softmax-no-rowsum", Impl: with(func(s *st) { s.GradS = gradSWithoutRowSum }),
+		{Name: "softmax-no-rowsum", Note: "The row sum is what makes dS rows sum to zero; without it the backward is no longer the derivative of the forward, so finite differences and ds-rowsum both see it. This is the experiment the design notes suggest first.", Impl: stages(func(s *st) { s.GradS = gradSWithoutRowSum }),
 			Breaks: "softmax backward uses dS = P ⊙ dP, dropping − rowsum(P ⊙ dP)"},
-		{Name: "mask-dropped", FDBlind: true, Impl: with(func(s *st) { s.Visible = everythingVisible }),
+		{Name: "mask-dropped", Note: "Forward and backward both lose the mask, so the backward is still the exact derivative of the (wrong) forward: finite differences pass. Only properties of the task catch it: future keys get gradient from row 0, the past changes with the future. The lab shows this on purpose.", FDBlind: true, Impl: stages(func(s *st) { s.Visible = everythingVisible }),
 			Breaks: "no mask in forward or backward: every query reads every key, the future included"},
-		{Name: "tril-chunk", FDBlind: true, Impl: with(func(s *st) { s.Visible = trilVisible }),
+		{Name: "tril-chunk", Note: "tril(ones(M, N)) is a legal M×N mask, so shapes reveal nothing; the chunk's first query sees only the first key. Finite differences fail only because some rows of the test configurations are left with no key at all and the forward errors.", FDBlind: true, Impl: stages(func(s *st) { s.Visible = trilVisible }),
 			Breaks: "causal mask built as tril(ones(M, N)): a chunk after a cache loses most of its history"},
-		{Name: "dq-no-scale", Impl: with(func(s *st) { s.GradQ = gradQWithoutScale }),
+		{Name: "dq-no-scale", Note: "Only dQ is off, by the factor √D: the forward is untouched, so only finite differences can see it.", Impl: stages(func(s *st) { s.GradQ = gradQWithoutScale }),
 			Breaks: "dQ = dS K, the 1/√D factor forgotten"},
-		{Name: "dv-uses-p", Impl: with(func(s *st) { s.GradV = gradVWithP }),
+		{Name: "dv-uses-p", Note: "P instead of Pᵀ has the right shape only when M = N; the test shapes make the mismatch visible.", Impl: stages(func(s *st) { s.GradV = gradVWithP }),
 			Breaks: "dV computed with P instead of Pᵀ"},
-		{Name: "gqa-mod-mapping", FDBlind: true, Impl: with(func(s *st) { s.KVHead = kvHeadModulo }),
+		{Name: "gqa-mod-mapping", Note: "h % Hkv interleaves the groups; used in forward and backward alike it is self-consistent, so only the comparison with repeated heads catches it.", FDBlind: true, Impl: stages(func(s *st) { s.KVHead = kvHeadModulo }),
 			Breaks: "query head h reads KV head h % Hkv instead of h / (Hq/Hkv)"},
-		{Name: "dkdv-overwrite", Impl: with(func(s *st) { s.GradK, s.GradV = gradKAssign, gradVAssign }),
+		{Name: "dkdv-overwrite", Note: "With Hq/Hkv query heads per KV head, = keeps only the last head's contribution.", Impl: stages(func(s *st) { s.GradK, s.GradV = gradKAssign, gradVAssign }),
 			Breaks: "dK, dV of a shared KV head overwritten by each query head of the group instead of accumulated"},
-		{Name: "padding-keys-visible", FDBlind: true, Impl: with(func(s *st) { s.Visible = padKeysVisible }),
+		{Name: "padding-keys-visible", Note: "Consistent in both passes: only the padding and visibility checks see it.", FDBlind: true, Impl: stages(func(s *st) { s.Visible = padKeysVisible }),
 			Breaks: "padding keys left visible (k_valid ignored)"},
-		{Name: "segments-ignored", FDBlind: true, Impl: with(func(s *st) { s.Visible = segmentsIgnored }),
+		{Name: "segments-ignored", Note: "Consistent in both passes: only packing and visibility checks see it.", FDBlind: true, Impl: stages(func(s *st) { s.Visible = segmentsIgnored }),
 			Breaks: "packed documents attend to each other (segment ids ignored)"},
-		{Name: "window-off-by-one", FDBlind: true, Impl: with(func(s *st) { s.Visible = windowOffByOne }),
+		{Name: "window-off-by-one", Note: "One key too many per row, consistent in both passes.", FDBlind: true, Impl: stages(func(s *st) { s.Visible = windowOffByOne }),
 			Breaks: "sliding window keeps keys with qpos − kpos <= window: one key too many"},
-		{Name: "causal-strict", FDBlind: true, Impl: with(func(s *st) { s.Visible = causalStrict }),
+		{Name: "causal-strict", Note: "The first token sees nothing, which makes the forward error on most configurations.", FDBlind: true, Impl: stages(func(s *st) { s.Visible = causalStrict }),
 			Breaks: "causal mask kpos < qpos: a token cannot see itself, and the first token sees nothing"},
-		{Name: "softmax-no-max", FDBlind: true, Impl: with(func(s *st) { s.Softmax = softmaxWithoutMax }),
+		{Name: "softmax-no-max", Note: "Mathematically identical; only scores past exp's range (the shift check) overflow.", FDBlind: true, Impl: stages(func(s *st) { s.Softmax = softmaxWithoutMax }),
 			Breaks: "softmax exponentiates raw scores without subtracting the row maximum: overflow on large scores"},
-		{Name: "lse-without-max", FDBlind: true, Impl: with(func(s *st) { s.Softmax = softmaxLSEWithoutMax }),
+		{Name: "lse-without-max", Note: "O is right; only lse is wrong, which a fused backward recomputing P from lse would notice.", FDBlind: true, Impl: stages(func(s *st) { s.Softmax = softmaxLSEWithoutMax }),
 			Breaks: "saved log-sum-exp forgets the row maximum (log Σ exp(S − max)); a fused backward would recompute a wrong P"},
-		{Name: "grads-assigned", FDBlind: true, Impl: with(func(s *st) { s.GradQ = gradQAssign }),
+		{Name: "grads-assigned", Note: "Finite differences run on zeroed buffers, where = and += agree; only the accumulation contract catches it.", FDBlind: true, Impl: stages(func(s *st) { s.GradQ = gradQAssign }),
 			Breaks: "dQ written with = instead of +=: a caller's accumulated gradient is lost"},
 	}
 }
 
 type st = attention.Stages[float64]
 
-// with returns the reference attention with the changes of edit applied.
-func with(edit func(*st)) checks.Impl {
+// stages returns the reference attention with the changes of edit applied
+// to its float64 stages; the float32 path stays the reference's.
+func stages(edit func(*st)) checks.Impl {
 	s := attention.Reference[float64]()
 	edit(&s)
-	return s.Run
+	return checks.Impl{Run: s.Run, F32: checks.AttentionReference.F32}
 }
 
 func gradSWithoutRowSum(ds, p, dp []float64, m, n int) {

@@ -9,7 +9,7 @@ import (
 // Block returns the faults of the decoder block.
 func Block() []Fault[checks.BlockImpl] {
 	return []Fault[checks.BlockImpl]{
-		{Name: "block-residual-grad-dropped", Impl: checks.BlockImpl{Forward: checks.BlockReference.Forward, Backward: blockWithoutResidual},
+		{Name: "block-residual-grad-dropped", Impl: with(checks.BlockReference, func(i *checks.BlockImpl) { i.Backward = blockWithoutResidual }),
 			Breaks: "the attention residual's gradient is dropped: dx gets only what flows back through the sublayer"},
 	}
 }

@@ -16,23 +16,18 @@ type (
 // positions, packing and labels that the design notes warn about.
 func Decoder() []Fault[checks.DecoderImpl] {
 	ref := checks.DecoderReference
-	with := func(edit func(*checks.DecoderImpl)) checks.DecoderImpl {
-		d := ref
-		edit(&d)
-		return d
-	}
 	return []Fault[checks.DecoderImpl]{
-		{Name: "chunk-mask-no-offset", FDBlind: true, Impl: with(func(d *checks.DecoderImpl) { d.Append = appendTopLeft }),
+		{Name: "chunk-mask-no-offset", FDBlind: true, Impl: with(ref, func(d *checks.DecoderImpl) { d.Append = appendTopLeft }),
 			Breaks: "a chunk's causal mask is tril(ones(M, N)) by index, without the cache offset: the chunk loses its history"},
-		{Name: "rope-restarts-per-chunk", FDBlind: true, Impl: with(func(d *checks.DecoderImpl) { d.Append = appendPositionsFromZero }),
+		{Name: "rope-restarts-per-chunk", FDBlind: true, Impl: with(ref, func(d *checks.DecoderImpl) { d.Append = appendPositionsFromZero }),
 			Breaks: "each new chunk's positions start again at 0 instead of continuing after the cache"},
-		{Name: "cached-k-rotated-twice", FDBlind: true, Impl: with(func(d *checks.DecoderImpl) { d.StepAt = stepRotatingCache }),
+		{Name: "cached-k-rotated-twice", FDBlind: true, Impl: with(ref, func(d *checks.DecoderImpl) { d.StepAt = stepRotatingCache }),
 			Breaks: "keys already in the cache are rotated again by their positions on every step"},
-		{Name: "positions-from-slots", FDBlind: true, Impl: with(func(d *checks.DecoderImpl) { d.Append = appendSlotPositions }),
+		{Name: "positions-from-slots", FDBlind: true, Impl: with(ref, func(d *checks.DecoderImpl) { d.Append = appendSlotPositions }),
 			Breaks: "positions taken from cache slot indices: after a right-padded prefill a row's next tokens skip positions"},
-		{Name: "packing-without-segments", FDBlind: true, Impl: with(func(d *checks.DecoderImpl) { d.Full, d.Backward = fullWithoutSegments, backwardWithoutSegments }),
+		{Name: "packing-without-segments", FDBlind: true, Impl: with(ref, func(d *checks.DecoderImpl) { d.Full, d.Backward = fullWithoutSegments, backwardWithoutSegments }),
 			Breaks: "packed documents separated only by restarting positions (an end-of-text token), no segment mask: they attend to each other"},
-		{Name: "labels-not-shifted", FDBlind: true, Impl: with(func(d *checks.DecoderImpl) { d.Full = fullUnshiftedLabels }),
+		{Name: "labels-not-shifted", FDBlind: true, Impl: with(ref, func(d *checks.DecoderImpl) { d.Full = fullUnshiftedLabels }),
 			Breaks: "targets are the input tokens themselves: the model is trained to copy what it reads"},
 	}
 }

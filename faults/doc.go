@@ -17,6 +17,14 @@ package faults
 type Fault[I any] struct {
 	Name    string
 	Breaks  string // what is wrong, one line
+	Note    string // why the checks that catch it can, and why the others cannot; "" when Breaks says it all
 	FDBlind bool   // forward and backward stay consistent: finite differences pass
 	Impl    I
+}
+
+// with returns a copy of the correct implementation ref with edit applied:
+// one piece of it replaced by a broken one.
+func with[I any](ref I, edit func(*I)) I {
+	edit(&ref)
+	return ref
 }

@@ -11,23 +11,21 @@ import (
 // pooling, normalisation, loss and mask builder with one of them replaced.
 func InfoNCE() []Fault[checks.InfoNCEImpl] {
 	ref := checks.InfoNCEReference
-	with := func(f func(*checks.InfoNCEImpl)) checks.InfoNCEImpl {
-		impl := ref
-		f(&impl)
-		return impl
-	}
 	return []Fault[checks.InfoNCEImpl]{
 		{Name: "infonce-positive-not-in-denominator", FDBlind: true,
-			Impl:   with(func(i *checks.InfoNCEImpl) { i.Forward = infoncePositiveOutside }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Forward = infoncePositiveOutside }),
 			Breaks: "the softmax denominator sums over the negatives only: loss = log Σ_{j≠i} exp S[i,j] − S[i,i], unbounded below (backward consistent)"},
 		{Name: "l2norm-constant-in-backward",
-			Impl:   with(func(i *checks.InfoNCEImpl) { i.NormBackward = l2NormConstant }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.NormBackward = l2NormConstant }),
 			Breaks: "the forward normalises, the backward treats ‖x‖ as a constant: dx = dy/‖x‖, the −y(y·dy)/‖x‖ projection dropped"},
 		{Name: "infonce-dtau-sign",
-			Impl:   with(func(i *checks.InfoNCEImpl) { i.Backward = infonceDTauFlipped }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Backward = infonceDTauFlipped }),
 			Breaks: "the temperature's gradient has the wrong sign: +(1/τ) Σ ∂L/∂S ⊙ S"},
+		{Name: "infonce-column-max-from-masked", Note: "Subtracting any constant leaves a log-sum-exp unchanged in exact arithmetic, so every check at moderate scores passes, finite differences included. Only a masked score far above the rest shows it: the exps of the unmasked entries underflow to 0 and log 0 = −∞. That is the large-masked-scores check.", FDBlind: true,
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Forward = infonceColumnMaxFromRow0 }),
+			Breaks: "the document→query log-sum-exp starts its maximum from S[0,j], masked or not, instead of the positive S[j,j]: the same value until a masked score far above the rest makes every exp underflow and the loss −∞"},
 		{Name: "false-negative-mask-covers-positive", FDBlind: true,
-			Impl:   with(func(i *checks.InfoNCEImpl) { i.Mask = maskWithPositive }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Mask = maskWithPositive }),
 			Breaks: "the false-negative mask marks every document with the positive's key, the positive included"},
 	}
 }
@@ -61,6 +59,44 @@ func infoncePositiveOutside(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEActs
 		a.PC[j*B+j] = 0
 	}
 	return loss + (lq+ld)/float64(B)/2
+}
+
+// infonceColumnMaxFromRow0 is the forward with the column pass's maximum
+// started from S[0,j] whatever the mask says. It runs the correct forward,
+// then redoes the column softmaxes and L_d with that start; the correct
+// backward reads PC, so forward and backward stay consistent.
+func infonceColumnMaxFromRow0(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64 {
+	loss := c.Forward(a, q, d, tau, mask)
+	if !c.Symmetric {
+		return loss
+	}
+	B, N := c.B, c.N
+	masked := func(i, j int) bool { return mask != nil && mask[i*N+j] }
+	var lq, ld float64
+	for i := range B { // L_q again, to take the correct L_d out of loss
+		lq -= math.Log(a.P[i*N+i])
+	}
+	for j := range B {
+		mx := a.S[j] // S[0,j]: a masked entry when mask[0,j] is set
+		for i := range B {
+			if !masked(i, j) {
+				mx = max(mx, a.S[i*N+j])
+			}
+		}
+		var z float64
+		for i := range B {
+			a.PC[i*B+j] = 0
+			if !masked(i, j) {
+				a.PC[i*B+j] = math.Exp(a.S[i*N+j] - mx)
+				z += a.PC[i*B+j]
+			}
+		}
+		for i := range B {
+			a.PC[i*B+j] /= z
+		}
+		ld += math.Log(z) - (a.S[j*N+j] - mx)
+	}
+	return (lq + ld) / float64(B) / 2
 }
 
 func l2NormConstant(l retrieve.L2Norm[float64], dx, dy, y, norm []float64, n int) {

@@ -16,9 +16,11 @@ type (
 func Layer() []Fault[checks.LayerImpl] {
 	ref := checks.LayerReference
 	return []Fault[checks.LayerImpl]{
-		{Name: "layer-dx-missing-v-path", Impl: checks.LayerImpl{Forward: ref.Forward, Backward: layerWithoutVPath},
+		{Name: "layer-dx-missing-v-path", Impl: with(ref, func(i *checks.LayerImpl) { i.Backward = layerWithoutVPath }),
 			Breaks: "dx sums the Q and K paths only: the V projection's gradient never reaches x"},
-		{Name: "layer-positions-from-index", FDBlind: true, Impl: checks.LayerImpl{Forward: layerIndexPositionsForward, Backward: layerIndexPositionsBackward},
+		{Name: "layer-positions-from-index", FDBlind: true, Impl: with(ref, func(i *checks.LayerImpl) {
+			i.Forward, i.Backward = layerIndexPositionsForward, layerIndexPositionsBackward
+		}),
 			Breaks: "RoPE rotates by array index instead of the tokens' positions: empty cache slots stretch every distance"},
 	}
 }

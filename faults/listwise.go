@@ -11,18 +11,13 @@ import (
 // listwise loss with its forward or backward replaced.
 func Listwise() []Fault[checks.ListwiseImpl] {
 	ref := checks.ListwiseReference
-	with := func(f func(*checks.ListwiseImpl)) checks.ListwiseImpl {
-		impl := ref
-		f(&impl)
-		return impl
-	}
 	return []Fault[checks.ListwiseImpl]{
 		{Name: "listwise-positive-not-in-denominator",
-			Impl: with(func(i *checks.ListwiseImpl) { i.Forward = listwisePositiveOutside }),
+			Impl: with(ref, func(i *checks.ListwiseImpl) { i.Forward = listwisePositiveOutside }),
 			Breaks: "each group's softmax sums over its negatives only: loss = log Σ_{k>0} exp s[g,k] − s[g,0]; the backward is consistent, " +
 				"so finite differences see it only in a group without a valid negative, whose loss becomes −∞"},
 		{Name: "listwise-invalid-counted", FDBlind: true,
-			Impl: with(func(i *checks.ListwiseImpl) {
+			Impl: with(ref, func(i *checks.ListwiseImpl) {
 				i.Forward = func(l retrieve.Listwise[float64], a *retrieve.ListwiseActs[float64], p, w []float64, _ []bool) float64 {
 					return l.Forward(a, p, w, nil)
 				}
@@ -32,20 +27,20 @@ func Listwise() []Fault[checks.ListwiseImpl] {
 			}),
 			Breaks: "the candidate validity is ignored: the padding candidates of short groups enter every softmax (forward and backward alike)"},
 		{Name: "listwise-positive-last", FDBlind: true,
-			Impl:   with(func(i *checks.ListwiseImpl) { i.Forward, i.Backward = listwiseLastForward, listwiseLastBackward }),
+			Impl:   with(ref, func(i *checks.ListwiseImpl) { i.Forward, i.Backward = listwiseLastForward, listwiseLastBackward }),
 			Breaks: "the loss takes each group's last candidate as its positive instead of the first (backward consistent)"},
 		{Name: "pairpool-separator-pooled", FDBlind: true,
-			Impl: with(func(i *checks.ListwiseImpl) {
+			Impl: with(ref, func(i *checks.ListwiseImpl) {
 				i.PoolForward, i.PoolBackward = pairPoolForward(true), pairPoolBackward(true, false)
 			}),
 			Breaks: "the code side's mean starts at the separator instead of after it (forward and backward alike)"},
 		{Name: "pairpool-norm-constant-in-backward",
-			Impl: with(func(i *checks.ListwiseImpl) {
+			Impl: with(ref, func(i *checks.ListwiseImpl) {
 				i.PoolForward, i.PoolBackward = pairPoolForward(false), pairPoolBackward(false, true)
 			}),
 			Breaks: "the backward treats each side's norm as a constant: dq = du/‖q‖, the −u(u·du)/‖q‖ projection dropped"},
 		{Name: "listwise-no-mean-in-backward",
-			Impl:   with(func(i *checks.ListwiseImpl) { i.Backward = listwiseSumBackward }),
+			Impl:   with(ref, func(i *checks.ListwiseImpl) { i.Backward = listwiseSumBackward }),
 			Breaks: "the backward drops the 1/G of the mean over groups: gradients G times too large"},
 	}
 }

@@ -10,13 +10,19 @@ import (
 func RoPE() []Fault[checks.RoPEImpl] {
 	ref := checks.RoPEReference
 	return []Fault[checks.RoPEImpl]{
-		{Name: "rope-backward-plus-theta", Impl: checks.RoPEImpl{Forward: ref.Forward, Backward: ropeBackwardPlusTheta},
+		{Name: "rope-backward-plus-theta", Impl: with(ref, func(i *checks.RoPEImpl) { i.Backward = ropeBackwardPlusTheta }),
 			Breaks: "backward rotates dy by +θ, as the forward does, instead of by −θ (Rᵀ taken as R)"},
-		{Name: "rope-wrong-pairing", FDBlind: true, Impl: checks.RoPEImpl{Forward: ropeOtherPairingForward, Backward: ropeOtherPairingBackward},
+		{Name: "rope-backward-other-pairing", Impl: with(ref, func(i *checks.RoPEImpl) { i.Backward = ropeOtherPairingBackward }),
+			Breaks: "the backward rotates the other pairing's features (half where the forward is interleaved, and the other way round)"},
+		{Name: "rope-backward-batch0-positions", Impl: with(ref, func(i *checks.RoPEImpl) { i.Backward = ropeBackwardBatch0Positions }),
+			Breaks: "the backward rotates every batch item by the positions of item 0"},
+		{Name: "rope-wrong-pairing", FDBlind: true, Impl: with(ref, func(i *checks.RoPEImpl) { i.Forward, i.Backward = ropeOtherPairingForward, ropeOtherPairingBackward }),
 			Breaks: "forward and backward both rotate the other pairing's features: a checkpoint of one convention read with the other"},
-		{Name: "rope-positions-from-zero", FDBlind: true, Impl: checks.RoPEImpl{Forward: ropeIndexPositionsForward, Backward: ropeIndexPositionsBackward},
+		{Name: "rope-positions-from-zero", FDBlind: true, Impl: with(ref, func(i *checks.RoPEImpl) {
+			i.Forward, i.Backward = ropeIndexPositionsForward, ropeIndexPositionsBackward
+		}),
 			Breaks: "positions ignored, token t rotated by t·θ: wrong after a cache, with left padding or packed documents"},
-		{Name: "rope-dx-assigned", FDBlind: true, Impl: checks.RoPEImpl{Forward: ref.Forward, Backward: ropeDXAssigned},
+		{Name: "rope-dx-assigned", FDBlind: true, Impl: with(ref, func(i *checks.RoPEImpl) { i.Backward = ropeDXAssigned }),
 			Breaks: "dx written with = instead of +=: the q/k gradient of another path into the same buffer is lost"},
 	}
 }
@@ -67,4 +73,12 @@ func ropeIndexPositionsBackward(r nn.RoPE[float64], dx, dy []float64, pos []int,
 func ropeDXAssigned(r nn.RoPE[float64], dx, dy []float64, pos []int, B, H, T int) {
 	clear(dx)
 	r.Backward(dx, dy, pos, B, H, T)
+}
+
+func ropeBackwardBatch0Positions(r nn.RoPE[float64], dx, dy []float64, pos []int, B, H, T int) {
+	p0 := make([]int, len(pos))
+	for b := range B {
+		copy(p0[b*T:(b+1)*T], pos[:T])
+	}
+	r.Backward(dx, dy, p0, B, H, T)
 }

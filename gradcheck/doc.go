@@ -67,7 +67,8 @@
 //
 // The step is absolute, not relative to |x_i|, and the rounding term scales
 // with |L|, so a loss much larger than one, or inputs much larger than one,
-// call for a larger step and a larger absolute tolerance.
+// call for a larger step. The default tolerance follows both terms (see
+// Tolerances): it is estimated at the step in use.
 //
 // # Why float64
 //
@@ -83,16 +84,44 @@
 //
 // An element passes when
 //
-//	|a − n| ≤ Abs + Rel·max(|a|, |n|)
+//	|a − n| ≤ Abs + Rel·max(|a|, |n|) + 2·(T + R)
 //
-// where a is the analytic and n the numeric value; the defaults are
-// Abs = 1e-10 and Rel = 1e-7, suitable for a loss of order one with the
-// default steps. The comparison is written so that a NaN or infinite
-// analytic or numeric value always fails. The report also gives, per Param
+// where a is the analytic and n the numeric value, and T and R estimate the
+// error of n itself at the step h actually used:
+//
+//   - T, truncation: the difference between n and the same derivative from
+//     the next wider stencil on the same points, |D₂(h) − D₄(h)| for the
+//     central difference and |D₄(h) − D₆(h)| for the 4-point stencil (D₆ the
+//     6-point stencil on ±h, ±2h, ±3h). The wider stencil's own truncation
+//     is smaller by a factor h², so the difference is n's truncation error
+//     h²L‴/6 (or h⁴L⁽⁵⁾/30). It costs two more evaluations per element.
+//   - R, rounding: g·η/h, where g is the stencil's gain Σ|wₖ|/den (1 for
+//     the central difference, 3/2 for the 4-point stencil) and η the
+//     rounding noise of one evaluation of L. η = max(3σ̂, u·|L(x)|), u = 2⁻⁵³,
+//     with σ̂ measured once per check: L is evaluated at 11 points
+//     x + k·10⁻³h·v, k = −5…5, along a random unit direction v; on that
+//     scale L is a polynomial up to its rounding, so its 4th, 5th and 6th
+//     differences are rounding alone, and σ̂ is the largest of
+//     σ̂ₖ² = γₖ·mean((Δᵏ L)²), γₖ = (k!)²/(2k)! (Moré and Wild, "Estimating
+//     computational noise", 2011). Measuring η instead of taking u·|L| covers
+//     a loss that sums large terms of both signs, whose rounding is far
+//     above u·|L|.
+//
+// The factor 2 is the safety margin of the estimates. A wrong gradient is
+// wrong by an amount of the order of the gradient, far above T + R, so the
+// estimate does not let real errors through; it removes the false alarms of
+// a fixed tolerance (at h = 1e-6 the rounding term alone is about
+// 1e-10·|L|, above 1e-7 relative for a gradient element of 1e-3).
+//
+// The defaults are Abs = 1e-10 and Rel = 1e-7. Options.Fixed drops 2(T + R)
+// and its evaluations, for a caller that has chosen Abs and Rel from a Sweep
+// of its own error regime. The comparison is written so that a NaN or
+// infinite analytic or numeric value always fails. The report also gives, per Param
 // and overall, the largest absolute difference, the largest elementwise
 // relative difference, and the norm-wise relative error
 // max|a − n| / max|a|, which is the most robust single number when some
-// gradient elements are close to zero.
+// gradient elements are close to zero; Report.Noise is the η used, and
+// each Element carries its T and R.
 //
 // # Building the scalar loss
 //

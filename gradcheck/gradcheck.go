@@ -38,6 +38,7 @@ const (
 const (
 	streamSample    = 0x9e3779b97f4a7c15
 	streamDirection = 0xbf58476d1ce4e5b9
+	streamNoise     = 0x94d049bb133111eb
 )
 
 // Param is one input tensor of the loss. X is perturbed in place during a
@@ -62,9 +63,17 @@ type Options struct {
 	Precise bool
 
 	// Abs and Rel are the tolerances: an element passes when
-	// |a-n| <= Abs + Rel*max(|a|,|n|). A zero field takes its default,
+	// |a-n| <= Abs + Rel*max(|a|,|n|) + 2(T + R), where T and R estimate
+	// the truncation and rounding error of the finite difference itself
+	// (see the package documentation). A zero field takes its default,
 	// DefaultAbs or DefaultRel.
 	Abs, Rel float64
+
+	// Fixed drops the estimate 2(T + R) from the tolerance, which is then
+	// Abs + Rel*max(|a|,|n|) alone, and saves the evaluations it costs: a
+	// caller that has measured its error regime (with Sweep) and chosen
+	// Abs and Rel from it.
+	Fixed bool
 
 	// MaxPerParam limits the number of elements checked in each Param.
 	// Zero means every element. Otherwise a sample of MaxPerParam
@@ -115,7 +124,9 @@ type Element struct {
 	Analytic float64 // the caller's gradient
 	Numeric  float64 // the finite-difference estimate
 	Diff     float64 // |Analytic - Numeric|
-	Tol      float64 // Abs + Rel*max(|Analytic|, |Numeric|)
+	Tol      float64 // Abs + Rel*max(|Analytic|, |Numeric|) + 2(Trunc + Round)
+	Trunc    float64 // estimated truncation error of Numeric (0 when Options.Fixed)
+	Round    float64 // estimated rounding error of Numeric (0 when Options.Fixed)
 	Pass     bool    // both values finite and Diff <= Tol
 }
 
@@ -154,6 +165,9 @@ type ParamReport struct {
 type Report struct {
 	Method string  // MethodCentral, MethodCentral4 or MethodDirection
 	Eps    float64 // the step actually used
+	// Noise is η, the rounding noise of one evaluation of the loss that the
+	// tolerance allows for (0 when Options.Fixed).
+	Noise  float64
 	Params []ParamReport
 
 	Checked, Failed         int
@@ -182,8 +196,12 @@ func (r Report) Err() error {
 	if r.Method == MethodDirection {
 		where = fmt.Sprintf("direction %d", w.Index)
 	}
-	return fmt.Errorf("gradcheck: %s: analytic %.8g, numeric %.8g, |diff| %.3g > tol %.3g (eps %g; %d of %d failed)",
-		where, w.Analytic, w.Numeric, w.Diff, w.Tol, r.Eps, r.Failed, r.Checked)
+	est := ""
+	if !r.Opt.Fixed {
+		est = fmt.Sprintf(", truncation ≈ %.2g, rounding ≈ %.2g", w.Trunc, w.Round)
+	}
+	return fmt.Errorf("gradcheck: %s: analytic %.8g, numeric %.8g, |diff| %.3g > tol %.3g (eps %g%s; %d of %d failed)",
+		where, w.Analytic, w.Numeric, w.Diff, w.Tol, r.Eps, est, r.Failed, r.Checked)
 }
 
 // String formats r as a small table with one row per Param.
@@ -208,7 +226,11 @@ func Check(loss func() float64, params []Param, opt Options) Report {
 	opt = opt.withDefaults()
 	idx := sample(params, opt)
 	snap := snapshot(params)
-	r := check(loss, params, idx, opt)
+	noise := 0.0
+	if !opt.Fixed {
+		noise = measureNoise(loss, params, snap, opt)
+	}
+	r := check(loss, params, idx, opt, noise)
 	verify(params, snap)
 	return r
 }
@@ -238,21 +260,16 @@ func Directional(loss func() float64, params []Param, count int, opt Options) Re
 	// Restore every X from the snapshot however the function is left.
 	defer restore(params, snap)
 
-	steps, weights, den := stencil(opt.Precise)
+	noise := 0.0
+	if !opt.Fixed && count > 0 {
+		noise = measureNoise(loss, params, snap, opt)
+	}
+	s := stencilFor(opt)
 	rnd := rand.New(rand.NewPCG(opt.Seed, streamDirection))
-	u := make([]float64, n)
-	acc := newAccumulator(MethodDirection, opt)
+	acc := newAccumulator(MethodDirection, opt, noise)
 	pa := newParamAccumulator(MethodDirection)
 	for d := range count {
-		var ss float64
-		for i := range u {
-			u[i] = rnd.NormFloat64()
-			ss += u[i] * u[i]
-		}
-		norm := math.Sqrt(ss)
-		for i := range u {
-			u[i] /= norm
-		}
+		u := unitVector(rnd, n)
 		var analytic float64
 		k := 0
 		for _, p := range params {
@@ -261,24 +278,36 @@ func Directional(loss func() float64, params []Param, count int, opt Options) Re
 			}
 			k += len(p.Grad)
 		}
-		var sum float64
-		for j, s := range steps {
-			h := s * opt.Eps
+		f := s.evaluate(func(h float64) float64 {
 			moveAlong(params, snap, u, h)
 			l := loss()
 			if name, ok := movedAlong(params, snap, u, h); !ok {
 				panic(fmt.Sprintf("gradcheck: loss modified param %q", name))
 			}
-			sum += weights[j] * l
-		}
+			return l
+		}, opt.Eps)
 		restore(params, snap)
-		numeric := sum / (den * opt.Eps)
-		pa.add(acc.element(MethodDirection, d, analytic, numeric))
+		pa.add(acc.element(MethodDirection, d, analytic, f))
 	}
 	acc.addParam(pa)
 	r := acc.report()
 	verify(params, snap)
 	return r
+}
+
+// unitVector returns n Gaussian values drawn from rnd, scaled to unit norm.
+func unitVector(rnd *rand.Rand, n int) []float64 {
+	u := make([]float64, n)
+	var ss float64
+	for i := range u {
+		u[i] = rnd.NormFloat64()
+		ss += u[i] * u[i]
+	}
+	norm := math.Sqrt(ss)
+	for i := range u {
+		u[i] /= norm
+	}
+	return u
 }
 
 // SweepRow is the error of Check at one step.
@@ -333,7 +362,7 @@ func (rows SweepRows) Slopes() []float64 {
 // stencil), and the rounding regime, where it grows as 1/eps. opt.Eps is
 // ignored.
 func Sweep(loss func() float64, params []Param, eps []float64, opt Options) SweepRows {
-	opt.Eps = 0
+	opt.Eps, opt.Fixed = 0, true
 	opt = opt.withDefaults()
 	idx := sample(params, opt)
 	snap := snapshot(params)
@@ -344,7 +373,7 @@ func Sweep(loss func() float64, params []Param, eps []float64, opt Options) Swee
 		}
 		o := opt
 		o.Eps = h
-		r := check(loss, params, idx, o)
+		r := check(loss, params, idx, o, 0)
 		rows[i] = SweepRow{Eps: h, MaxAbs: r.MaxAbs, MaxRel: r.MaxRel, NormRel: r.NormRel, Failed: r.Failed}
 	}
 	verify(params, snap)
@@ -393,14 +422,15 @@ func Decades(from, to float64, perDecade int) []float64 {
 	return out
 }
 
-// check runs the element-by-element comparison on the given indices.
-// opt must have its defaults filled in.
-func check(loss func() float64, params []Param, idx [][]int, opt Options) Report {
+// check runs the element-by-element comparison on the given indices with
+// rounding noise η = noise per evaluation. opt must have its defaults
+// filled in.
+func check(loss func() float64, params []Param, idx [][]int, opt Options, noise float64) Report {
 	method := MethodCentral
 	if opt.Precise {
 		method = MethodCentral4
 	}
-	steps, weights, den := stencil(opt.Precise)
+	s := stencilFor(opt)
 
 	// The element being perturbed, restored however the function is left.
 	cur, curIdx, saved := -1, 0, 0.0
@@ -410,39 +440,167 @@ func check(loss func() float64, params []Param, idx [][]int, opt Options) Report
 		}
 	}()
 
-	acc := newAccumulator(method, opt)
+	acc := newAccumulator(method, opt, noise)
 	for pi, p := range params {
 		pa := newParamAccumulator(p.Name)
 		for _, i := range idx[pi] {
 			v := p.X[i]
 			cur, curIdx, saved = pi, i, v
-			var sum float64
-			for j, s := range steps {
-				x := v + s*opt.Eps
+			f := s.evaluate(func(h float64) float64 {
+				x := v + h
 				p.X[i] = x
 				l := loss()
 				if math.Float64bits(p.X[i]) != math.Float64bits(x) {
 					panic(fmt.Sprintf("gradcheck: loss modified param %q", p.Name))
 				}
-				sum += weights[j] * l
-			}
+				return l
+			}, opt.Eps)
 			p.X[i] = v
 			cur = -1
-			numeric := sum / (den * opt.Eps)
-			pa.add(acc.element(p.Name, i, p.Grad[i], numeric))
+			pa.add(acc.element(p.Name, i, p.Grad[i], f))
 		}
 		acc.addParam(pa)
 	}
 	return acc.report()
 }
 
-// stencil returns the step multiples, the weights and the denominator
-// (in units of the step) of the difference formula.
-func stencil(precise bool) (steps, weights []float64, den float64) {
-	if precise {
-		return []float64{-2, -1, 1, 2}, []float64{1, -8, 8, -1}, 12
+// A stencil is a difference formula: the derivative at x is
+// Σ_k Weights[k]·L(x + Offsets[k]·h) / (Den·h).
+type stencil struct {
+	Offsets, Weights []float64
+	Den              float64
+}
+
+// The stencils, each exact for polynomials of one degree more than the one
+// before: central (error h²L‴/6), 4-point (h⁴L⁽⁵⁾/30), 6-point
+// (h⁶L⁽⁷⁾/140).
+var (
+	central2 = stencil{[]float64{-1, 1}, []float64{-1, 1}, 2}
+	central4 = stencil{[]float64{-2, -1, 1, 2}, []float64{1, -8, 8, -1}, 12}
+	central6 = stencil{[]float64{-3, -2, -1, 1, 2, 3}, []float64{-1, 9, -45, 45, -9, 1}, 60}
+)
+
+// gain is Σ|Weights|/Den: rounding errors of at most η in each evaluation
+// make an error of at most gain·η/h in the derivative.
+func (s stencil) gain() float64 {
+	var g float64
+	for _, w := range s.Weights {
+		g += math.Abs(w)
 	}
-	return []float64{-1, 1}, []float64{-1, 1}, 2
+	return g / s.Den
+}
+
+// estimate is the stencil of the check and, unless the tolerance is fixed,
+// the next wider one, whose difference from it estimates its truncation
+// error.
+type estimate struct {
+	base, wider *stencil
+}
+
+func stencilFor(opt Options) estimate {
+	e := estimate{base: &central2, wider: &central4}
+	if opt.Precise {
+		e = estimate{base: &central4, wider: &central6}
+	}
+	if opt.Fixed {
+		e.wider = nil
+	}
+	return e
+}
+
+// difference is one numeric derivative: Value from the check's stencil and,
+// when estimated, Wider from the next wider stencil on the same points.
+type difference struct {
+	Value, Wider float64
+	Gain         float64 // the base stencil's gain
+	Estimated    bool
+}
+
+// evaluate evaluates at(h) at every offset the stencils need, each once,
+// and returns the differences at step h.
+func (e estimate) evaluate(at func(h float64) float64, h float64) difference {
+	offsets := e.base.Offsets
+	if e.wider != nil {
+		offsets = e.wider.Offsets
+	}
+	var vals [7]float64 // L(x + o·h) at vals[o+3], o = −3…3
+	for _, o := range offsets {
+		vals[int(o)+3] = at(o * h)
+	}
+	apply := func(s *stencil) float64 {
+		var sum float64
+		for k, o := range s.Offsets {
+			sum += s.Weights[k] * vals[int(o)+3]
+		}
+		return sum / (s.Den * h)
+	}
+	d := difference{Value: apply(e.base), Gain: e.base.gain()}
+	if e.wider != nil {
+		d.Wider, d.Estimated = apply(e.wider), true
+	}
+	return d
+}
+
+// Noise probe: the loss at 2·noisePoints+1 points x + k·h·v, k = −noisePoints…noisePoints, along a
+// random unit direction v, h = noiseStep·ε. On so small a scale L is a
+// polynomial of low degree up to its rounding, so high-order differences of
+// these values are rounding alone (Moré and Wild, "Estimating computational
+// noise", SIAM J. Sci. Comput. 33(3), 2011).
+const (
+	noisePoints = 5
+	noiseStep   = 1e-3
+	unitRound   = 0x1p-53 // u, the unit roundoff of float64
+)
+
+// measureNoise returns η, the rounding noise of one evaluation of loss at
+// the snapshot point: max(3σ̂, u·|L(x)|), where σ̂ is the largest of the
+// estimates from the 4th, 5th and 6th differences of the probe,
+// σ̂_k² = γ_k·mean((Δᵏ L)²) with γ_k = (k!)²/(2k)!. The parameters are
+// restored on return.
+func measureNoise(loss func() float64, params []Param, snap [][]float64, opt Options) float64 {
+	n := 0
+	for _, p := range params {
+		n += len(p.X)
+	}
+	if n == 0 {
+		return 0
+	}
+	defer restore(params, snap)
+	v := unitVector(rand.New(rand.NewPCG(opt.Seed, streamNoise)), n)
+	f := make([]float64, 2*noisePoints+1)
+	for k := range f {
+		moveAlong(params, snap, v, float64(k-noisePoints)*noiseStep*opt.Eps)
+		f[k] = loss()
+		if name, ok := movedAlong(params, snap, v, float64(k-noisePoints)*noiseStep*opt.Eps); !ok {
+			panic(fmt.Sprintf("gradcheck: loss modified param %q", name))
+		}
+	}
+	floor := unitRound * math.Abs(f[noisePoints])
+	for _, x := range f {
+		if !finite(x) {
+			return floor
+		}
+	}
+	var sigma float64
+	diffs := f
+	for k := 1; k <= 6; k++ {
+		next := make([]float64, len(diffs)-1)
+		for i := range next {
+			next[i] = diffs[i+1] - diffs[i]
+		}
+		diffs = next
+		if k < 4 {
+			continue
+		}
+		var ss float64
+		for _, d := range diffs {
+			ss += d * d
+		}
+		fk := math.Gamma(float64(k + 1))
+		gamma := fk * fk / math.Gamma(float64(2*k+1))
+		sigma = max(sigma, math.Sqrt(gamma*ss/float64(len(diffs))))
+	}
+	return max(3*sigma, floor)
 }
 
 // sample returns, for each param, the sorted indices to check.
@@ -623,15 +781,23 @@ type accumulator struct {
 	worst float64
 }
 
-func newAccumulator(method string, opt Options) *accumulator {
-	return &accumulator{r: Report{Method: method, Eps: opt.Eps, Opt: opt}}
+func newAccumulator(method string, opt Options, noise float64) *accumulator {
+	return &accumulator{r: Report{Method: method, Eps: opt.Eps, Noise: noise, Opt: opt}}
 }
 
-// element compares one analytic and numeric value with the report's
-// tolerances and records it in the failure list if it fails.
-func (acc *accumulator) element(param string, index int, a, n float64) Element {
+// element compares one analytic value a with the numeric derivative d,
+// with the report's tolerances and, unless they are fixed, the estimate of
+// d's own error, and records it in the failure list if it fails.
+func (acc *accumulator) element(param string, index int, a float64, d difference) Element {
+	n := d.Value
 	diff := math.Abs(a - n)
 	tol := acc.r.Opt.Abs + acc.r.Opt.Rel*max(math.Abs(a), math.Abs(n))
+	var trunc, round float64
+	if d.Estimated {
+		trunc = math.Abs(d.Value - d.Wider)
+		round = d.Gain * acc.r.Noise / acc.r.Eps
+		tol += 2 * (trunc + round)
+	}
 	e := Element{
 		Param:    param,
 		Index:    index,
@@ -639,6 +805,8 @@ func (acc *accumulator) element(param string, index int, a, n float64) Element {
 		Numeric:  n,
 		Diff:     diff,
 		Tol:      tol,
+		Trunc:    trunc,
+		Round:    round,
 		// Written so that any NaN makes the element fail.
 		Pass: finite(a) && finite(n) && diff <= tol,
 	}

@@ -652,3 +652,97 @@ func Example() {
 	// central: 6 checked, 4 failed, ok false
 	// worst: W[2] analytic -0.4135 numeric 0.3040
 }
+
+// cancelling is L = Σ g_i·x_i² + big·(Σ x_i − Σ x_i): the big terms cancel
+// in value but not in rounding, so L's rounding noise is far above u·|L|.
+type cancelling struct {
+	x, g []float64
+	big  float64
+}
+
+func newCancelling(seed uint64, n int, big float64) *cancelling {
+	rnd := rand.New(rand.NewPCG(seed, 7))
+	return &cancelling{x: randn(rnd, n), g: randn(rnd, n), big: big}
+}
+
+func (f *cancelling) loss() float64 {
+	var l, s float64
+	for i, v := range f.x {
+		l += f.g[i] * v * v
+		s += f.big * v
+	}
+	for _, v := range f.x {
+		s -= f.big * v
+	}
+	return l + s
+}
+
+func (f *cancelling) grad() []float64 {
+	d := make([]float64, len(f.x))
+	for i, v := range f.x {
+		d[i] = 2 * f.g[i] * v
+	}
+	return d
+}
+
+// TestToleranceFollowsTheError shows what the estimated tolerance is for: a
+// loss whose rounding noise is far above u·|L| (terms of 1e4 cancel) fails
+// a fixed tolerance on the correct gradient and passes the estimated one,
+// which measures the noise; and a gradient wrong by one part in 1e4 still
+// fails.
+func TestToleranceFollowsTheError(t *testing.T) {
+	f := newCancelling(1, 12, 1e4)
+	ps := func(g []float64) []gradcheck.Param { return []gradcheck.Param{{Name: "x", X: f.x, Grad: g}} }
+	if err := gradcheck.Check(f.loss, ps(f.grad()), gradcheck.Options{Fixed: true}).Err(); err == nil {
+		t.Error("the fixed tolerance passed a loss whose rounding it ignores: the test shows nothing")
+	}
+	r := gradcheck.Check(f.loss, ps(f.grad()), gradcheck.Options{})
+	if err := r.Err(); err != nil {
+		t.Fatalf("correct gradient rejected by the estimated tolerance: %v", err)
+	}
+	if lossScale := 0x1p-53 * math.Abs(f.loss()); !(r.Noise > 100*lossScale) {
+		t.Errorf("noise η = %.3g, not far above u·|L| = %.3g although the loss cancels terms of 1e4", r.Noise, lossScale)
+	}
+	for _, precise := range []bool{false, true} {
+		wrong := f.grad()
+		for i := range wrong {
+			wrong[i] *= 1 + 1e-4
+		}
+		if err := gradcheck.Check(f.loss, ps(wrong), gradcheck.Options{Precise: precise}).Err(); err == nil {
+			t.Errorf("precise=%v: a gradient wrong by 1e-4 relative passed", precise)
+		}
+		if err := gradcheck.Directional(f.loss, ps(wrong), 4, gradcheck.Options{Precise: precise}).Err(); err == nil {
+			t.Errorf("precise=%v: Directional passed a gradient wrong by 1e-4 relative", precise)
+		}
+	}
+}
+
+// TestTruncationEstimate: for L = Σ sin(x_i) at a large step the central
+// difference's error is h²cos(x)/6 per element; the estimate T must be
+// within 10% of it, and the element passes.
+func TestTruncationEstimate(t *testing.T) {
+	x := []float64{0.3, -1.1, 2}
+	loss := func() float64 {
+		var l float64
+		for _, v := range x {
+			l += math.Sin(v)
+		}
+		return l
+	}
+	g := []float64{math.Cos(x[0]), math.Cos(x[1]), math.Cos(x[2])}
+	const h = 1e-2
+	r := gradcheck.Check(loss, []gradcheck.Param{{Name: "x", X: x, Grad: g}}, gradcheck.Options{Eps: h, Rel: 1e-15, Abs: 1e-15})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.Failures {
+		t.Errorf("failure %+v", e)
+	}
+	x2 := []float64{0.3}
+	g2 := []float64{math.Cos(0.3)}
+	r = gradcheck.Check(func() float64 { return math.Sin(x2[0]) }, []gradcheck.Param{{Name: "x", X: x2, Grad: g2}}, gradcheck.Options{Eps: h, Rel: 1e-15, Abs: 1e-15})
+	want := h * h * math.Cos(0.3) / 6
+	if got := r.Worst.Trunc; math.Abs(got-want) > 0.1*want {
+		t.Errorf("truncation estimate %.4g, want h²·cos(x)/6 = %.4g", got, want)
+	}
+}

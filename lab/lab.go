@@ -1,29 +1,27 @@
-// Package lab runs the attnlab laboratory. For every operation it runs each
-// check on the correct implementation (all must pass) and on every
-// registered fault (each fault must be caught by at least one check), and it
-// sweeps the finite-difference step ε. It returns a Report; printing is the
-// caller's business, except the sweep plot, written when Options.PlotPath is
-// set.
+// Package lab runs the attnlab laboratory. Its registry (Ops) holds one row
+// per operation: the correct implementation, its checks and long form, its
+// faults, its oracle. For every operation the lab runs each check on the
+// correct implementation (all must pass) and on every registered fault
+// (each fault must be caught by at least one check), and it sweeps the
+// finite-difference step ε. It returns a Report; package report renders it.
 package lab
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
 	"github.com/attnlab/attnlab/faults"
 	"github.com/attnlab/attnlab/gradcheck"
-	"github.com/attnlab/attnlab/internal/plots"
 )
 
 // Options configures a lab run.
 type Options struct {
-	PlotPath string   // where to write the ε-sweep PNG; "" writes none
-	Ops      []string // run only these operations; nil runs all
+	Ops []string // run only these operations; nil runs all
 }
 
 // CheckOutcome is one check run on the correct implementation.
@@ -62,7 +60,6 @@ type OpReport struct {
 type Report struct {
 	Ops     []OpReport   `json:"ops"`
 	Sweep   checks.Sweep `json:"eps_sweep"`
-	Plot    string       `json:"plot,omitempty"`
 	Seconds float64      `json:"seconds"`
 }
 
@@ -84,55 +81,178 @@ func (r *Report) OK() bool {
 	return true
 }
 
-// Suite is one operation's correct implementation, checks and faults.
-type Suite[I any] struct {
-	Op        string
-	Impl      string // what the correct implementation is
-	Reference I
-	Checks    []checks.Check[I]
-	Faults    []faults.Fault[I]
+// Counts are the numbers of a report's summary line.
+type Counts struct {
+	Passed, Checks, Caught, Faults, FDBlind, Ops int
 }
 
-// Runner is a Suite of any implementation type.
+// Counts counts the report's checks, faults and operations.
+func (r *Report) Counts() Counts {
+	c := Counts{Ops: len(r.Ops)}
+	for _, op := range r.Ops {
+		for _, x := range op.Checks {
+			c.Checks++
+			if x.Pass {
+				c.Passed++
+			}
+		}
+		for _, f := range op.Faults {
+			c.Faults++
+			if f.Caught() {
+				c.Caught++
+			}
+			if f.FDBlind {
+				c.FDBlind++
+			}
+		}
+	}
+	return c
+}
+
+// CheckInfo describes one check of an operation without running it.
+type CheckInfo struct {
+	Name  string      `json:"name"`
+	Kind  checks.Kind `json:"kind"`
+	Claim string      `json:"claim"`
+	Limit string      `json:"limit"`
+	Long  checks.Long `json:"-"`
+}
+
+// FaultInfo describes one fault of an operation without running it.
+type FaultInfo struct {
+	Name    string `json:"name"`
+	Breaks  string `json:"breaks"`
+	Note    string `json:"-"`
+	FDBlind bool   `json:"fd_blind"`
+}
+
+// OpInfo describes an operation of the registry without running it.
+type OpInfo struct {
+	Op     string         `json:"op"`
+	Impl   string         `json:"implementation"`
+	Oracle string         `json:"oracle,omitempty"`
+	Reads  string         `json:"-"` // what its sized instance reads of checks.Sizes
+	Guide  checks.OpGuide `json:"-"`
+	Checks []CheckInfo    `json:"checks"`
+	Faults []FaultInfo    `json:"faults"`
+}
+
+// Check returns the check called name; ok is false when there is none.
+func (o OpInfo) Check(name string) (CheckInfo, bool) {
+	i := slices.IndexFunc(o.Checks, func(c CheckInfo) bool { return c.Name == name })
+	if i < 0 {
+		return CheckInfo{}, false
+	}
+	return o.Checks[i], true
+}
+
+// Fault returns the fault called name; ok is false when there is none.
+func (o OpInfo) Fault(name string) (FaultInfo, bool) {
+	i := slices.IndexFunc(o.Faults, func(f FaultInfo) bool { return f.Name == name })
+	if i < 0 {
+		return FaultInfo{}, false
+	}
+	return o.Faults[i], true
+}
+
+// Runner is a row of the registry, whatever its implementation type.
 type Runner interface {
-	Name() string
+	Info() OpInfo
+	// Run runs every check on the correct implementation and on every fault.
 	Run() OpReport
+	// RunFaults runs every check on every fault, spread over the CPUs.
 	RunFaults() []FaultOutcome
+	// RunFault runs every check on the fault called name; ok is false when
+	// the operation has no such fault.
+	RunFault(name string) (fo FaultOutcome, ok bool)
+	// Instance builds the operation at sizes s on the correct
+	// implementation, or on the fault called fault: its float64 case and,
+	// with float32, the same case on the float32 path.
+	Instance(fault string, s checks.Sizes, seed uint64, float32 bool) (checks.Case[float64], *checks.Case[float32], error)
 }
 
-// Name returns the operation's name.
-func (s Suite[I]) Name() string { return s.Op }
+// Info describes the row.
+func (o Op[I]) Info() OpInfo {
+	info := OpInfo{Op: o.Name, Impl: o.Impl, Oracle: o.Oracle, Reads: o.Suite.Reads, Guide: o.Suite.Guide}
+	for _, c := range o.Suite.Checks {
+		info.Checks = append(info.Checks, CheckInfo{Name: c.Name, Kind: c.Kind, Claim: c.Claim, Limit: c.Limit, Long: c.Long})
+	}
+	for _, f := range o.Faults {
+		info.Faults = append(info.Faults, FaultInfo{Name: f.Name, Breaks: f.Breaks, Note: f.Note, FDBlind: f.FDBlind})
+	}
+	return info
+}
 
 // Run runs every check on the reference and on every fault.
-func (s Suite[I]) Run() OpReport {
-	r := OpReport{Op: s.Op, Impl: s.Impl}
-	for _, c := range s.Checks {
-		res := c.Run(s.Reference)
+func (o Op[I]) Run() OpReport {
+	r := OpReport{Op: o.Name, Impl: o.Impl}
+	for _, c := range o.Suite.Checks {
+		res := c.Run(o.Reference)
 		res.Check = c.Name
 		r.Checks = append(r.Checks, CheckOutcome{Result: res, Kind: c.Kind, Claim: c.Claim, Limit: c.Limit})
 	}
-	r.Faults = s.RunFaults()
+	r.Faults = o.RunFaults()
 	return r
 }
 
 // RunFaults runs every check on every fault, spread over the CPUs.
-func (s Suite[I]) RunFaults() []FaultOutcome {
-	out := make([]FaultOutcome, len(s.Faults))
+func (o Op[I]) RunFaults() []FaultOutcome {
+	out := make([]FaultOutcome, len(o.Faults))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for x := range work {
-				out[x] = runFault(s.Faults[x], s.Checks)
+				out[x] = runFault(o.Faults[x], o.Suite.Checks)
 			}
 		})
 	}
-	for x := range s.Faults {
+	for x := range o.Faults {
 		work <- x
 	}
 	close(work)
 	wg.Wait()
 	return out
+}
+
+// RunFault runs every check on the fault called name.
+func (o Op[I]) RunFault(name string) (FaultOutcome, bool) {
+	for _, f := range o.Faults {
+		if f.Name == name {
+			return runFault(f, o.Suite.Checks), true
+		}
+	}
+	return FaultOutcome{}, false
+}
+
+// Instance builds the operation at sizes s.
+func (o Op[I]) Instance(fault string, s checks.Sizes, seed uint64, float32 bool) (c64 checks.Case[float64], c32 *checks.Case[float32], err error) {
+	impl := o.Reference
+	if fault != "" {
+		i := slices.IndexFunc(o.Faults, func(f faults.Fault[I]) bool { return f.Name == fault })
+		if i < 0 {
+			var names []string
+			for _, f := range o.Faults {
+				names = append(names, f.Name)
+			}
+			return c64, nil, fmt.Errorf("%s has no fault %q (faults: %v)", o.Name, fault, names)
+		}
+		impl = o.Faults[i].Impl
+	}
+	if o.Suite.At == nil {
+		return c64, nil, fmt.Errorf("%s has no instance at chosen sizes", o.Name)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s at these sizes: %v", o.Name, r)
+		}
+	}()
+	c64 = o.Suite.At(impl, s, seed)
+	if float32 {
+		c := o.Suite.At32(impl, s, seed)
+		c32 = &c
+	}
+	return c64, c32, nil
 }
 
 func runFault[I any](f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
@@ -153,75 +273,64 @@ func runFault[I any](f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
 	return fo
 }
 
-// Suites returns every operation's suite, in the order the lab runs them.
-func Suites() []Runner {
-	return []Runner{
-		Suite[checks.Impl]{Op: "attention", Impl: "reference attention, float64",
-			Reference: attention.Reference[float64]().Run, Checks: checks.All(), Faults: faults.Attention()},
-		Suite[checks.Impl]{Op: "attention-flash", Impl: "fused FlashAttention-2 style kernel (attention.FlashRun), float64",
-			Reference: attention.FlashRun[float64],
-			Checks:    append(checks.All(), checks.AgreesWith("reference", attention.Reference[float64]().Run))},
-		Suite[checks.RMSNormImpl]{Op: "rmsnorm", Impl: "nn.RMSNorm, float64",
-			Reference: checks.RMSNormReference, Checks: checks.RMSNorm(), Faults: faults.RMSNorm()},
-		Suite[checks.RoPEImpl]{Op: "rope", Impl: "nn.RoPE, float64",
-			Reference: checks.RoPEReference, Checks: checks.RoPE(), Faults: faults.RoPE()},
-		Suite[checks.SwiGLUImpl]{Op: "swiglu", Impl: "nn.SwiGLU, float64",
-			Reference: checks.SwiGLUReference, Checks: checks.SwiGLU(), Faults: faults.SwiGLU()},
-		Suite[checks.CrossEntropyImpl]{Op: "crossentropy", Impl: "nn.CrossEntropy, float64, ignore index −100",
-			Reference: checks.CrossEntropyReference, Checks: checks.CrossEntropy(), Faults: faults.CrossEntropy()},
-		Suite[checks.LinearImpl]{Op: "linear", Impl: "nn.Linear, float64",
-			Reference: checks.LinearReference, Checks: checks.Linear(), Faults: faults.Linear()},
-		Suite[checks.EmbeddingImpl]{Op: "embedding", Impl: "nn.Embedding, float64",
-			Reference: checks.EmbeddingReference, Checks: checks.Embedding(), Faults: faults.Embedding()},
-		Suite[checks.LayerImpl]{Op: "attention-layer", Impl: "attention.Layer (projections, RoPE, GQA attention), float64",
-			Reference: checks.LayerReference, Checks: checks.Layer(), Faults: faults.Layer()},
-		Suite[checks.BlockImpl]{Op: "block", Impl: "model.Block (RMSNorm, attention layer, SwiGLU, residuals), float64",
-			Reference: checks.BlockReference, Checks: checks.Block(), Faults: faults.Block()},
-		Suite[checks.DecoderImpl]{Op: "decoder", Impl: "model.Model: training pass and KV-cache decoding, float64",
-			Reference: checks.DecoderReference, Checks: checks.Decoder(), Faults: faults.Decoder()},
-		Suite[checks.InfoNCEImpl]{Op: "infonce", Impl: "retrieve.MeanPool, L2Norm, InfoNCE: the contrastive head of a dual encoder, float64", Reference: checks.InfoNCEReference, Checks: checks.InfoNCE(), Faults: faults.InfoNCE()},
-		Suite[checks.ListwiseImpl]{Op: "listwise", Impl: "retrieve.PairPool and Listwise: the pooling, scoring head and listwise loss of a cross-encoder reranker, float64",
-			Reference: checks.ListwiseReference, Checks: checks.Listwise(), Faults: faults.Listwise()},
+// Find returns the registry row called name.
+func Find(name string) (Runner, bool) {
+	for _, r := range Ops() {
+		if r.Info().Op == name {
+			return r, true
+		}
 	}
+	return nil, false
+}
+
+// Catalog describes every operation of the registry, in the lab's order.
+func Catalog() []OpInfo {
+	var out []OpInfo
+	for _, r := range Ops() {
+		out = append(out, r.Info())
+	}
+	return out
+}
+
+// Names lists the operations of the registry, in the lab's order.
+func Names() []string {
+	var out []string
+	for _, r := range Ops() {
+		out = append(out, r.Info().Op)
+	}
+	return out
 }
 
 // SweepSteps are the steps of the ε sweep: 1e-1 down to 1e-12, two per decade.
 var SweepSteps = gradcheck.Decades(1e-1, 1e-12, 2)
 
-// Run runs the lab.
-func Run(opt Options) (*Report, error) {
+// Run runs the lab. An unknown name in opt.Ops is an error. When ctx is
+// done, Run stops after the operation in progress and returns ctx's error.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	for _, name := range opt.Ops {
+		if _, ok := Find(name); !ok {
+			return nil, fmt.Errorf("lab: unknown operation %q (operations: %v)", name, Names())
+		}
+	}
 	start := time.Now()
 	r := &Report{}
-	for _, s := range Suites() {
-		if opt.Ops != nil && !slices.Contains(opt.Ops, s.Name()) {
+	for _, o := range Ops() {
+		if opt.Ops != nil && !slices.Contains(opt.Ops, o.Info().Op) {
 			continue
 		}
-		r.Ops = append(r.Ops, s.Run())
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.Ops = append(r.Ops, o.Run())
 	}
-	sweep, err := checks.EpsSweep(attention.Reference[float64]().Run, SweepSteps)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sweep, err := checks.EpsSweep(checks.AttentionReference, SweepSteps)
 	if err != nil {
 		return nil, fmt.Errorf("lab: ε sweep: %w", err)
 	}
 	r.Sweep = sweep
-	if opt.PlotPath != "" {
-		if err := plotSweep(opt.PlotPath, sweep); err != nil {
-			return nil, fmt.Errorf("lab: %w", err)
-		}
-		r.Plot = opt.PlotPath
-	}
 	r.Seconds = time.Since(start).Seconds()
 	return r, nil
-}
-
-func plotSweep(path string, s checks.Sweep) error {
-	series := func(name string, rows gradcheck.SweepRows) plots.Series {
-		sr := plots.Series{Name: name}
-		for _, row := range rows {
-			sr.X = append(sr.X, row.Eps)
-			sr.Y = append(sr.Y, row.MaxAbs)
-		}
-		return sr
-	}
-	return plots.EpsSweepPNG(path, "Finite-difference error of attention gradients against the step",
-		[]plots.Series{series("central (2-point)", s.Central), series("4-point", s.Precise)})
 }

@@ -1,29 +1,45 @@
 package lab
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"math"
-	"strings"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/internal/oracle"
 )
 
-// TestLab runs the whole lab (in parallel over faults, so -race sees the
-// workers) and checks the report is OK and survives JSON.
-func TestLab(t *testing.T) {
-	r, err := Run(Options{})
+// full is the one run of the whole lab in go test ./...: the tests of this
+// package share it, and the other packages test their own pieces on a few
+// operations.
+var full = sync.OnceValues(func() (*Report, error) { return Run(context.Background(), Options{}) })
+
+func fullReport(t *testing.T) *Report {
+	t.Helper()
+	r, err := full()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.OK() {
-		var b bytes.Buffer
-		r.WriteText(&b)
-		t.Fatalf("lab not OK:\n%s", b.String())
+	return r
+}
+
+// TestLab runs the whole lab (in parallel over faults, so -race sees the
+// workers) and checks every check passes on every correct implementation
+// and the report survives JSON.
+func TestLab(t *testing.T) {
+	r := fullReport(t)
+	for _, op := range r.Ops {
+		for _, c := range op.Checks {
+			if !c.Pass {
+				t.Errorf("%s/%s fails on the correct implementation: %s", op.Op, c.Check, c.Detail)
+			}
+		}
 	}
-	if len(r.Ops) == 0 || len(r.Ops[0].Faults) == 0 {
-		t.Fatal("lab ran no operation or no fault")
+	if len(r.Ops) != len(Ops()) || len(r.Ops[0].Faults) == 0 {
+		t.Fatalf("lab ran %d of %d operations", len(r.Ops), len(Ops()))
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -51,26 +67,20 @@ func TestOKIsFalseWhenAFaultEscapes(t *testing.T) {
 	if r.OK() {
 		t.Error("a fault caught by nothing left the report OK")
 	}
-	var b bytes.Buffer
-	r.WriteText(&b)
-	if !strings.Contains(b.String(), "ESCAPED") || !strings.Contains(b.String(), "FAILED") {
-		t.Errorf("text report does not say the fault escaped:\n%s", b.String())
-	}
 	r = &Report{Ops: []OpReport{{Op: "x", Checks: []CheckOutcome{{}}}}}
 	if r.OK() {
 		t.Error("a failed check left the report OK")
 	}
 }
 
-// TestEveryFaultIsCaught asserts, for every operation, the two halves of
-// every check: the correct implementation passes (TestLab) and each fault is
-// caught. A fault the registry marks FDBlind keeps forward and backward
-// consistent, so no finite-difference check may catch it by measurement;
-// every other fault must be caught by finite differences.
+// TestEveryFaultIsCaught asserts, for every operation, the other half of
+// every check: each fault is caught. A fault the registry marks FDBlind keeps
+// forward and backward consistent, so no finite-difference check may catch it
+// by measurement; every other fault must be caught by finite differences.
 func TestEveryFaultIsCaught(t *testing.T) {
-	for _, s := range Suites() {
-		for _, f := range s.RunFaults() {
-			t.Run(s.Name()+"/"+f.Name, func(t *testing.T) {
+	for _, op := range fullReport(t).Ops {
+		for _, f := range op.Faults {
+			t.Run(op.Op+"/"+f.Name, func(t *testing.T) {
 				t.Logf("caught by %v", f.CaughtBy)
 				if !f.Caught() {
 					t.Fatalf("%s escaped every check: %s", f.Name, f.Breaks)
@@ -84,5 +94,47 @@ func TestEveryFaultIsCaught(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRegistry checks the rows: one name per operation, a complete long form
+// on every check, and every oracle op named by a row is one attnlab ref
+// knows, and every one it knows is named.
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	oracles := map[string]bool{}
+	for _, info := range Catalog() {
+		if seen[info.Op] {
+			t.Errorf("operation %s registered twice", info.Op)
+		}
+		seen[info.Op] = true
+		if info.Oracle != "" {
+			oracles[info.Oracle] = true
+			if !slices.Contains(oracle.Ops, info.Oracle) {
+				t.Errorf("%s names oracle op %q, which attnlab ref does not know (%v)", info.Op, info.Oracle, oracle.Ops)
+			}
+		}
+		if info.Reads == "" {
+			t.Errorf("%s does not say what its sized instance reads", info.Op)
+		}
+		for _, c := range info.Checks {
+			if !c.Long.Complete() {
+				t.Errorf("%s/%s has no complete long form", info.Op, c.Name)
+			}
+		}
+		for _, f := range info.Faults {
+			if seen["fault:"+f.Name] {
+				t.Errorf("fault %s registered twice", f.Name)
+			}
+			seen["fault:"+f.Name] = true
+		}
+	}
+	for _, op := range oracle.Ops {
+		if !oracles[op] {
+			t.Errorf("oracle op %s is named by no row of the registry", op)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Ops: []string{"nosuch"}}); err == nil {
+		t.Error("an unknown operation was run")
 	}
 }

@@ -1,55 +1,18 @@
-package nn
+package nn_test
 
 import (
-	"fmt"
 	"math"
 	"testing"
+
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/nn"
 )
 
-type crossEntropyBackward = func(dlogits, probs []float64, targets []int, n, count int, dloss float64)
-
-// crossEntropyFD builds a CrossEntropy check over the logits with the loss
-// L = dloss·loss. The backward gets the probs and count of the forward at the
-// unperturbed point.
-func crossEntropyFD(c CrossEntropy[float64], targets []int, seed uint64, backward crossEntropyBackward) fdCase {
-	const dloss = 0.7
-	n := len(targets)
-	logits := randn(newRand(seed), n*c.V, 2)
-	probs := make([]float64, n*c.V)
-	return fdCase{
-		loss: func() float64 {
-			loss, _ := c.Forward(probs, logits, targets, n)
-			return dloss * loss
-		},
-		inputs: []input{{"logits", logits}},
-		backward: func(grads [][]float64) {
-			probs := make([]float64, n*c.V)
-			_, count := c.Forward(probs, logits, targets, n)
-			backward(grads[0], probs, targets, n, count, dloss)
-		},
-	}
-}
-
-// naiveCrossEntropy computes −log softmax without subtracting the maximum,
-// fine for moderate logits.
-func naiveCrossEntropy(logits []float64, targets []int, v, ignore int) (float64, int) {
-	var sum float64
-	count := 0
-	for i, tgt := range targets {
-		if tgt == ignore {
-			continue
-		}
-		var z float64
-		for j := range v {
-			z += math.Exp(logits[i*v+j])
-		}
-		sum += -math.Log(math.Exp(logits[i*v+tgt]) / z)
-		count++
-	}
-	if count == 0 {
-		return 0, 0
-	}
-	return sum / float64(count), count
+// TestCrossEntropyChecks runs the lab's checks on nn.CrossEntropy: finite differences, the
+// accumulation contract, float32 agreement and the semantic checks (package
+// lab proves each of them can fail, on the faults).
+func TestCrossEntropyChecks(t *testing.T) {
+	runChecks(t, checks.CrossEntropy(), checks.CrossEntropyReference)
 }
 
 // TestCrossEntropyByHand: logits (0, ln 3) give p = (1/4, 3/4). Row 0 has
@@ -58,9 +21,9 @@ func naiveCrossEntropy(logits []float64, targets []int, v, ignore int) (float64,
 // gradient is (p − onehot)/2: row 0 (1/8, −1/8), row 1 (−3/8, 3/8), row 2 zero.
 func TestCrossEntropyByHand(t *testing.T) {
 	ln3 := math.Log(3)
-	c := CrossEntropy[float64]{V: 2, IgnoreIndex: DefaultIgnoreIndex}
+	c := nn.CrossEntropy[float64]{V: 2, IgnoreIndex: nn.DefaultIgnoreIndex}
 	logits := []float64{0, ln3, 0, ln3, 0, ln3}
-	targets := []int{1, 0, DefaultIgnoreIndex}
+	targets := []int{1, 0, nn.DefaultIgnoreIndex}
 	probs := make([]float64, 6)
 	loss, count := c.Forward(probs, logits, targets, 3)
 	if count != 2 {
@@ -73,45 +36,17 @@ func TestCrossEntropyByHand(t *testing.T) {
 	near(t, "dlogits", dlogits, []float64{0.125, -0.125, -0.375, 0.375, 0, 0}, 1e-15)
 }
 
-func TestCrossEntropyForward(t *testing.T) {
-	rnd := newRand(1)
-	for _, s := range []struct{ n, v int }{{1, 1}, {1, 5}, {5, 7}, {3, 13}} {
-		c := CrossEntropy[float64]{V: s.v, IgnoreIndex: DefaultIgnoreIndex}
-		logits := randn(rnd, s.n*s.v, 2)
-		targets := make([]int, s.n)
-		for i := range targets {
-			targets[i] = rnd.IntN(s.v)
-		}
-		if s.n > 2 {
-			targets[1] = DefaultIgnoreIndex
-		}
-		probs := make([]float64, s.n*s.v)
-		loss, count := c.Forward(probs, logits, targets, s.n)
-		wantLoss, wantCount := naiveCrossEntropy(logits, targets, s.v, DefaultIgnoreIndex)
-		name := fmt.Sprintf("n=%d/V=%d", s.n, s.v)
-		if count != wantCount {
-			t.Errorf("%s: count = %d, want %d", name, count, wantCount)
-		}
-		near(t, name+" loss", []float64{loss}, []float64{wantLoss}, 1e-14)
-		// probs may be logits itself
-		inPlace := append([]float64(nil), logits...)
-		loss2, _ := c.Forward(inPlace, inPlace, targets, s.n)
-		near(t, name+" in place", inPlace, probs, 0)
-		near(t, name+" in place loss", []float64{loss2}, []float64{loss}, 0)
-	}
-}
-
 // TestCrossEntropyStable: logits around 1000 overflow a naive exp; with the
 // maximum subtracted, logits (1000, 1000 + ln 3) give the same p = (1/4, 3/4)
 // and loss ln(4/3) as (0, ln 3).
 func TestCrossEntropyStable(t *testing.T) {
-	c := CrossEntropy[float64]{V: 2, IgnoreIndex: DefaultIgnoreIndex}
+	c := nn.CrossEntropy[float64]{V: 2, IgnoreIndex: nn.DefaultIgnoreIndex}
 	probs := make([]float64, 2)
 	loss, _ := c.Forward(probs, []float64{1000, 1000 + math.Log(3)}, []int{1}, 1)
 	near(t, "probs", probs, []float64{0.25, 0.75}, 1e-13)
 	near(t, "loss", []float64{loss}, []float64{math.Log(4.0 / 3)}, 1e-12)
 	probs32 := make([]float32, 2)
-	loss32, _ := CrossEntropy[float32]{V: 2, IgnoreIndex: DefaultIgnoreIndex}.Forward(probs32, []float32{-1000, 1000}, []int{0}, 1)
+	loss32, _ := nn.CrossEntropy[float32]{V: 2, IgnoreIndex: nn.DefaultIgnoreIndex}.Forward(probs32, []float32{-1000, 1000}, []int{0}, 1)
 	if loss32 != 2000 || probs32[1] != 1 {
 		t.Errorf("float32 loss %v, probs %v, want 2000, [0 1]", loss32, probs32)
 	}
@@ -122,17 +57,17 @@ func TestCrossEntropyStable(t *testing.T) {
 // the loss is 0 with count 0, not NaN, and the backward adds nothing.
 func TestCrossEntropyIgnore(t *testing.T) {
 	const n, v = 4, 5
-	c := CrossEntropy[float64]{V: v, IgnoreIndex: DefaultIgnoreIndex}
+	c := nn.CrossEntropy[float64]{V: v, IgnoreIndex: nn.DefaultIgnoreIndex}
 	logits := randn(newRand(2), n*v, 1)
 	probs := make([]float64, n*v)
-	loss, count := c.Forward(probs, logits, []int{3, DefaultIgnoreIndex, 0, DefaultIgnoreIndex}, n)
+	loss, count := c.Forward(probs, logits, []int{3, nn.DefaultIgnoreIndex, 0, nn.DefaultIgnoreIndex}, n)
 	kept := append(append([]float64(nil), logits[0:v]...), logits[2*v:3*v]...)
 	keptLoss, keptCount := c.Forward(make([]float64, 2*v), kept, []int{3, 0}, 2)
 	if count != 2 || keptCount != 2 || loss != keptLoss {
 		t.Errorf("loss %v over %d rows; the counted rows alone give %v over %d", loss, count, keptLoss, keptCount)
 	}
 	dlogits := make([]float64, n*v)
-	c.Backward(dlogits, probs, []int{3, DefaultIgnoreIndex, 0, DefaultIgnoreIndex}, n, count, 1)
+	c.Backward(dlogits, probs, []int{3, nn.DefaultIgnoreIndex, 0, nn.DefaultIgnoreIndex}, n, count, 1)
 	for _, i := range []int{1, 3} {
 		for j := range v {
 			if dlogits[i*v+j] != 0 {
@@ -141,7 +76,7 @@ func TestCrossEntropyIgnore(t *testing.T) {
 		}
 	}
 
-	all := []int{DefaultIgnoreIndex, DefaultIgnoreIndex}
+	all := []int{nn.DefaultIgnoreIndex, nn.DefaultIgnoreIndex}
 	loss, count = c.Forward(make([]float64, 2*v), logits[:2*v], all, 2)
 	if loss != 0 || count != 0 {
 		t.Errorf("all ignored: loss %v, count %d, want 0, 0", loss, count)
@@ -151,95 +86,18 @@ func TestCrossEntropyIgnore(t *testing.T) {
 	near(t, "all ignored: dlogits", d, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0)
 
 	// The zero value's IgnoreIndex is 0: target 0 is then skipped.
-	_, count = CrossEntropy[float64]{V: v}.Forward(make([]float64, 2*v), logits[:2*v], []int{0, 4}, 2)
+	_, count = nn.CrossEntropy[float64]{V: v}.Forward(make([]float64, 2*v), logits[:2*v], []int{0, 4}, 2)
 	if count != 1 {
 		t.Errorf("zero IgnoreIndex: count %d, want 1", count)
 	}
-}
-
-func TestCrossEntropyGrad(t *testing.T) {
-	ig := DefaultIgnoreIndex
-	for _, tc := range []struct {
-		v       int
-		targets []int
-	}{{1, []int{0}}, {3, []int{2}}, {5, []int{0, ig, 4, 2}}, {7, []int{6, 6, ig}}} {
-		t.Run(fmt.Sprintf("n=%d/V=%d", len(tc.targets), tc.v), func(t *testing.T) {
-			c := CrossEntropy[float64]{V: tc.v, IgnoreIndex: ig}
-			r := crossEntropyFD(c, tc.targets, 3, c.Backward).check()
-			if err := r.Err(); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d elements, max rel %.2e, max abs %.2e (eps %g)", r.Checked, r.MaxRel, r.MaxAbs, r.Eps)
-		})
-	}
-	t.Run("directional/n=16/V=97", func(t *testing.T) {
-		c := CrossEntropy[float64]{V: 97, IgnoreIndex: ig}
-		targets := make([]int, 16)
-		for i := range targets {
-			targets[i] = (i * 37) % 97
-		}
-		targets[5], targets[11] = ig, ig
-		r := crossEntropyFD(c, targets, 4, c.Backward).directional(16)
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%d directions, max rel %.2e", r.Checked, r.MaxRel)
-	})
-}
-
-func TestCrossEntropyAccumulates(t *testing.T) {
-	c := CrossEntropy[float64]{V: 4, IgnoreIndex: DefaultIgnoreIndex}
-	if err := crossEntropyFD(c, []int{1, DefaultIgnoreIndex, 3}, 5, c.Backward).accumulates(); err != nil {
-		t.Error(err)
-	}
-}
-
-// TestCrossEntropyGradRejectsMutants uses a batch with one ignored row of
-// four, so that dividing by n instead of count is visible.
-func TestCrossEntropyGradRejectsMutants(t *testing.T) {
-	const v = 4
-	c := CrossEntropy[float64]{V: v, IgnoreIndex: DefaultIgnoreIndex}
-	targets := []int{1, DefaultIgnoreIndex, 3, 0}
-	rejectMutants(t, c.Backward, []mutant[crossEntropyBackward]{
-		{name: "no 1/count (sum, not mean)", backward: func(dlogits, probs []float64, targets []int, n, count int, dloss float64) {
-			c.Backward(dlogits, probs, targets, n, 1, dloss)
-		}},
-		{name: "mean over n rows, ignored ones included", backward: func(dlogits, probs []float64, targets []int, n, count int, dloss float64) {
-			c.Backward(dlogits, probs, targets, n, n, dloss)
-		}},
-		{name: "one-hot not subtracted", backward: func(dlogits, probs []float64, targets []int, n, count int, dloss float64) {
-			for i, tgt := range targets {
-				if tgt == c.IgnoreIndex {
-					continue
-				}
-				for j := range v {
-					dlogits[i*v+j] += dloss * probs[i*v+j] / float64(count)
-				}
-			}
-		}},
-		{name: "ignored rows get p/count", backward: func(dlogits, probs []float64, targets []int, n, count int, dloss float64) {
-			c.Backward(dlogits, probs, targets, n, count, dloss)
-			for i, tgt := range targets {
-				if tgt == c.IgnoreIndex {
-					for j := range v {
-						dlogits[i*v+j] += dloss * probs[i*v+j] / float64(count)
-					}
-				}
-			}
-		}},
-		{name: "= instead of +=", byAccumulate: true, backward: func(dlogits, probs []float64, targets []int, n, count int, dloss float64) {
-			clear(dlogits)
-			c.Backward(dlogits, probs, targets, n, count, dloss)
-		}},
-	}, func(b crossEntropyBackward) fdCase { return crossEntropyFD(c, targets, 6, b) })
 }
 
 func TestCrossEntropyFloat32(t *testing.T) {
 	const n, v = 6, 257
 	rnd := newRand(7)
 	logits := randn(rnd, n*v, 3)
-	targets := []int{0, 256, DefaultIgnoreIndex, 100, 7, 7}
-	c64, c32 := CrossEntropy[float64]{V: v, IgnoreIndex: DefaultIgnoreIndex}, CrossEntropy[float32]{V: v, IgnoreIndex: DefaultIgnoreIndex}
+	targets := []int{0, 256, nn.DefaultIgnoreIndex, 100, 7, 7}
+	c64, c32 := nn.CrossEntropy[float64]{V: v, IgnoreIndex: nn.DefaultIgnoreIndex}, nn.CrossEntropy[float32]{V: v, IgnoreIndex: nn.DefaultIgnoreIndex}
 	probs, dlogits := make([]float64, n*v), make([]float64, n*v)
 	loss, count := c64.Forward(probs, logits, targets, n)
 	c64.Backward(dlogits, probs, targets, n, count, 1)
@@ -255,7 +113,7 @@ func TestCrossEntropyFloat32(t *testing.T) {
 }
 
 func TestCrossEntropyPanics(t *testing.T) {
-	c := CrossEntropy[float64]{V: 3, IgnoreIndex: DefaultIgnoreIndex}
+	c := nn.CrossEntropy[float64]{V: 3, IgnoreIndex: nn.DefaultIgnoreIndex}
 	probs := []float64{-1, -1, -1, -1, -1, -1}
 	panics(t, "nn: CrossEntropy.Forward: targets[1] = 3 is outside [0, V) with V = 3 and is not IgnoreIndex = -100", func() {
 		c.Forward(probs, make([]float64, 6), []int{0, 3}, 2)

@@ -52,7 +52,7 @@ func TestReportInBrowser(t *testing.T) {
 		t.Skipf("%s not found (apt-get install -y chromium): the report is not checked in a browser", chromiumPath)
 	}
 	dir := filepath.Join(t.TempDir(), "report")
-	if code, out, errOut := attnlab(t, "lab", "-html", dir); code != 0 {
+	if code, out, errOut := attnlab(t, "lab", "-op", someOps, "-html", dir); code != 0 {
 		t.Fatalf("lab -html exited %d\n%s\n%s", code, out, errOut)
 	}
 	files, err := os.ReadDir(dir)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 
 	"github.com/attnlab/attnlab/lab"
+	"github.com/attnlab/attnlab/lab/report"
 )
 
 var explainCmd = register(&command{
@@ -15,8 +17,7 @@ var explainCmd = register(&command{
 	short: "explain a check, a fault or an operation: what it tests, proves and cannot prove",
 	long: `Explain prints the long form of one name of the lab.
 
-For an operation (attention, attention-flash, rmsnorm, rope, swiglu,
-crossentropy, linear, embedding, attention-layer, block, decoder) it derives
+For an operation (` + strings.Join(lab.Names(), ", ") + `) it derives
 the gradient path: the forward's equations, then the backward's, each with
 its shapes and the reason for its form (for attention, the V path dV = Pᵀ dO
 and the Q/K path through dP, dS, dQ and dK), then the operation's checks and
@@ -52,13 +53,13 @@ func runExplain(args []string, list bool, stdout io.Writer) error {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		return lab.WriteNames(stdout)
+		return report.Names(stdout)
 	}
 	if len(args) != 1 {
 		return usageError{"want one NAME: an operation, OP/CHECK, a check or a fault (\"attnlab explain -list\" lists them)"}
 	}
-	err := lab.Explain(stdout, args[0])
-	if unknown, ok := errors.AsType[*lab.UnknownNameError](err); ok {
+	err := report.Explain(stdout, args[0])
+	if unknown, ok := errors.AsType[*report.UnknownNameError](err); ok {
 		return usageError{unknown.Error()}
 	}
 	return err

@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"slices"
 
 	"github.com/attnlab/attnlab/lab"
+	"github.com/attnlab/attnlab/lab/report"
 )
 
 var faultsCmd = register(&command{
 	name:  "faults",
-	usage: "[-json]",
+	usage: "[-op OP,...] [-json]",
 	short: "the negative-control table: each fault and the checks that catch it",
 	long: `Faults runs every check on every deliberately broken implementation of the
 registry and prints the matrix: which check catches which fault. A fault that
-no check catches makes the command exit 1.
+no check catches makes the command exit 1. -op limits it to the named
+operations (comma-separated).
 
 Example: attnlab faults`,
 })
@@ -23,19 +26,28 @@ Example: attnlab faults`,
 func init() {
 	faultsCmd.define = func(fs *flag.FlagSet) runFunc {
 		asJSON := fs.Bool("json", false, "print the table as JSON")
+		op := fs.String("op", "", "only these operations, comma-separated (default: all)")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			return runFaults(ctx, *asJSON, stdout)
+			names, err := opList(*op)
+			if err != nil {
+				return err
+			}
+			return runFaults(ctx, names, *asJSON, stdout)
 		}
 	}
 }
 
-func runFaults(ctx context.Context, asJSON bool, stdout io.Writer) error {
+func runFaults(ctx context.Context, names []string, asJSON bool, stdout io.Writer) error {
 	var ops []lab.OpReport
-	for _, s := range lab.Suites() {
-		ops = append(ops, lab.OpReport{Op: s.Name(), Faults: s.RunFaults()})
+	for _, o := range lab.Ops() {
+		info := o.Info()
+		if names != nil && !slices.Contains(names, info.Op) {
+			continue
+		}
+		ops = append(ops, lab.OpReport{Op: info.Op, Impl: info.Impl, Faults: o.RunFaults()})
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -43,7 +55,7 @@ func runFaults(ctx context.Context, asJSON bool, stdout io.Writer) error {
 		if err := enc.Encode(ops); err != nil {
 			return err
 		}
-	} else if err := lab.WriteFaultTable(stdout, ops); err != nil {
+	} else if err := report.FaultTable(stdout, ops); err != nil {
 		return err
 	}
 	for _, op := range ops {

@@ -2,32 +2,52 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"math"
 	"strings"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
 	"github.com/attnlab/attnlab/gradcheck"
 	"github.com/attnlab/attnlab/internal/plots"
+	"github.com/attnlab/attnlab/lab"
 	"github.com/attnlab/attnlab/nn"
 )
 
+// opAliases are earlier names of operations, still accepted by -op.
+var opAliases = map[string]string{"layer": "attention-layer"}
+
 var gradcheckCmd = register(&command{
 	name:  "gradcheck",
-	usage: "[-op OP] [shape flags] [-dtype float64|float32] [-precise] [-eps E] [-directions K] [-sweep [-plot FILE]]",
+	usage: "[-op OP] [-fault NAME] [shape flags] [-dtype float64|float32] [-precise] [-eps E] [-rel R] [-directions K] [-sweep [-plot FILE]]",
 	short: "check one op's gradients against finite differences at chosen shapes",
 	long: `Gradcheck draws random inputs and a random G, and compares the analytic
 gradients of L = Σ out ⊙ G with finite differences of the float64 forward,
 element by element (or, with -directions K, along K random directions, for
-shapes too large for that).
+shapes too large for that). With -dtype float32 the analytic gradients come
+from the op's float32 path, so the report shows float32's error. With
+-fault NAME it checks a registered fault ("attnlab faults" lists them)
+instead of the correct implementation: a fault that breaks the backward
+fails, one that keeps forward and backward consistent passes.
 
-Ops: attention (shapes -b -hq -hkv -m -n -d -dv, masks -causal -window; with
--dtype float32 the analytic gradients come from the float32 instantiation,
-so the report shows float32's error), and rope, rmsnorm, swiglu, layer and
-block (shapes -b -t -dim -hq -hkv -d -f, -pairing).
+Ops, and the shape flags each reads:
+` + opsHelp() + `
+An element passes when
+
+  |a − n| ≤ abs + rel·max(|a|, |n|) + 2·(T + R)
+
+with a the analytic and n the numeric value, abs = 1e-10, rel = -rel, and
+T, R the estimated truncation and rounding error of n at the step ε:
+T = |D(ε) − D'(ε)|, D' the next wider stencil on the same points (4-point
+for central differences, 6-point for -precise), and R = g·η/ε, g = 1
+(central) or 3/2 (4-point), η = max(3σ, u·|L|) the rounding noise of one
+evaluation of L, σ measured from high-order differences of L at points
+10⁻³ε apart, u = 2⁻⁵³. So the defaults pass a correct gradient at any ε
+and still fail one whose error is above what the differences can resolve.
+The report of a failure gives T and R of the worst element.
 
 -sweep prints the error against the step ε from 1e-1 to 1e-12 instead, and
 -plot writes it as a PNG.
@@ -35,41 +55,70 @@ block (shapes -b -t -dim -hq -hkv -d -f, -pairing).
 Example: attnlab gradcheck -op block -dim 16 -hq 4 -hkv 2 -d 4 -f 24 -precise`,
 })
 
-// gcFlags holds the flags of gradcheck; each call registers them afresh
-// on its own flag set (see the define function in init).
-var gcFlags = flag.NewFlagSet("gradcheck", flag.ContinueOnError)
+// opsHelp lists the operations of the registry with what each reads.
+func opsHelp() string {
+	var b strings.Builder
+	for _, info := range lab.Catalog() {
+		fmt.Fprintf(&b, "  %s: %s\n", info.Op, info.Reads)
+	}
+	for alias, op := range opAliases {
+		fmt.Fprintf(&b, "  (%s is accepted for %s)\n", alias, op)
+	}
+	return b.String()
+}
 
+// The flags of gradcheck, defined afresh on each call's flag set (see init).
 var (
-	gcOp      = gcFlags.String("op", "attention", "op: attention, "+strings.Join(checks.OpNames(), ", "))
-	gcB       = gcFlags.Int("b", 1, "batch items")
-	gcHq      = gcFlags.Int("hq", 4, "query heads")
-	gcHkv     = gcFlags.Int("hkv", 2, "key/value heads (divides -hq)")
-	gcM       = gcFlags.Int("m", 3, "attention: queries (the new chunk)")
-	gcN       = gcFlags.Int("n", 7, "attention: keys (cache included)")
-	gcD       = gcFlags.Int("d", 8, "head dimension (of q and k for attention)")
-	gcDv      = gcFlags.Int("dv", 8, "attention: head dimension of v")
-	gcT       = gcFlags.Int("t", 4, "tokens per sequence (ops other than attention)")
-	gcDim     = gcFlags.Int("dim", 16, "model width (rmsnorm, swiglu, layer, block)")
-	gcF       = gcFlags.Int("f", 24, "SwiGLU hidden width (swiglu, block)")
-	gcPairing = gcFlags.String("pairing", "half", "RoPE pairing: half or interleaved")
-	gcCausal  = gcFlags.Bool("causal", true, "attention: causal mask (positions: a cache of n−m tokens, then the chunk)")
-	gcWindow  = gcFlags.Int("window", 0, "attention: sliding window (0 = none)")
-	gcDtype   = gcFlags.String("dtype", "float64", "attention: dtype of the analytic gradients, float64 or float32")
-	gcPrecise = gcFlags.Bool("precise", false, "4-point stencil instead of central differences")
-	gcEps     = gcFlags.Float64("eps", 0, "finite-difference step (0: 1e-6, or 1e-3 with -precise)")
-	gcRel     = gcFlags.Float64("rel", 0, "relative tolerance (0: 1e-7 for float64, 1e-3 for float32)")
-	gcDirs    = gcFlags.Int("directions", 0, "check K random directions instead of every element")
-	gcSweep   = gcFlags.Bool("sweep", false, "print the error against ε from 1e-1 to 1e-12")
-	gcPlot    = gcFlags.String("plot", "", "with -sweep: write the plot to this PNG file")
-	gcSeed    = gcFlags.Uint64("seed", 1, "random seed for the inputs")
+	gcOp      *string
+	gcFault   *string
+	gcB       *int
+	gcHq      *int
+	gcHkv     *int
+	gcM       *int
+	gcN       *int
+	gcD       *int
+	gcDv      *int
+	gcT       *int
+	gcDim     *int
+	gcF       *int
+	gcPairing *string
+	gcCausal  *bool
+	gcWindow  *int
+	gcDtype   *string
+	gcPrecise *bool
+	gcEps     *float64
+	gcRel     *float64
+	gcDirs    *int
+	gcSweep   *bool
+	gcPlot    *string
+	gcSeed    *uint64
 )
 
 func init() {
 	gradcheckCmd.define = func(fs *flag.FlagSet) runFunc {
-		gcFlags.VisitAll(func(f *flag.Flag) {
-			f.Value.Set(f.DefValue)
-			fs.Var(f.Value, f.Name, f.Usage)
-		})
+		gcOp = fs.String("op", "attention", "operation: "+strings.Join(lab.Names(), ", "))
+		gcFault = fs.String("fault", "", "check this registered fault of the operation instead of the correct implementation")
+		gcB = fs.Int("b", 2, "batch items (groups of the reranker, queries of the dual encoder)")
+		gcHq = fs.Int("hq", 4, "query heads")
+		gcHkv = fs.Int("hkv", 2, "key/value heads (divides -hq)")
+		gcM = fs.Int("m", 3, "attention: queries (the new chunk)")
+		gcN = fs.Int("n", 7, "attention: keys (cache included); documents or candidates of the retrieval heads")
+		gcD = fs.Int("d", 8, "head dimension (of q and k for attention); embedding width")
+		gcDv = fs.Int("dv", 8, "attention: head dimension of v")
+		gcT = fs.Int("t", 4, "tokens per sequence (ops other than attention)")
+		gcDim = fs.Int("dim", 16, "model width (vocabulary of crossentropy and embedding)")
+		gcF = fs.Int("f", 24, "SwiGLU hidden width (swiglu, block, decoder)")
+		gcPairing = fs.String("pairing", "half", "RoPE pairing: half or interleaved")
+		gcCausal = fs.Bool("causal", true, "attention: causal mask (positions: a cache of n−m tokens, then the chunk)")
+		gcWindow = fs.Int("window", 0, "attention: sliding window (0 = none)")
+		gcDtype = fs.String("dtype", "float64", "dtype of the analytic gradients, float64 or float32")
+		gcPrecise = fs.Bool("precise", false, "4-point stencil instead of central differences")
+		gcEps = fs.Float64("eps", 0, "finite-difference step (0: 1e-6, or 1e-3 with -precise)")
+		gcRel = fs.Float64("rel", 0, "relative tolerance rel, added to the estimated error (0: 1e-7 for float64, 1e-3 for float32)")
+		gcDirs = fs.Int("directions", 0, "check K random directions instead of every element")
+		gcSweep = fs.Bool("sweep", false, "print the error against ε from 1e-1 to 1e-12")
+		gcPlot = fs.String("plot", "", "with -sweep: write the plot to this PNG file")
+		gcSeed = fs.Uint64("seed", 1, "random seed for the inputs")
 		return runGradcheck
 	}
 }
@@ -81,27 +130,55 @@ func runGradcheck(ctx context.Context, args []string, stdout io.Writer) error {
 	if *gcDtype != "float64" && *gcDtype != "float32" {
 		return usageError{fmt.Sprintf("-dtype %q: want float64 or float32", *gcDtype)}
 	}
-	if *gcEps < 0 {
-		return usageError{fmt.Sprintf("-eps %g: want > 0", *gcEps)}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"-eps", *gcEps}, {"-rel", *gcRel}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return usageError{fmt.Sprintf("%s %g: want a finite number >= 0 (0: the default)", f.name, f.v)}
+		}
 	}
 	if *gcDirs < 0 {
 		return usageError{fmt.Sprintf("-directions %d: want >= 0", *gcDirs)}
 	}
-	var (
-		loss   func() float64
-		params []gradcheck.Param
-		err    error
-	)
-	if *gcOp == "attention" {
-		loss, params, err = attentionCase(stdout)
-	} else {
-		loss, params, err = opCase(stdout)
+	name := *gcOp
+	if alias, ok := opAliases[name]; ok {
+		name = alias
 	}
+	op, ok := lab.Find(name)
+	if !ok {
+		return usageError{fmt.Sprintf("-op %q: unknown operation (operations: %s)", *gcOp, strings.Join(lab.Names(), ", "))}
+	}
+	s, err := sizes()
 	if err != nil {
 		return err
 	}
+	in32 := *gcDtype == "float32"
+	c64, c32, err := op.Instance(*gcFault, s, *gcSeed, in32)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	loss, params, err := checks.Prepare(c64, c32, *gcSeed)
+	switch empty, isEmpty := errors.AsType[*attention.EmptyRowError](err); {
+	case err == nil:
+	case *gcFault != "":
+		// A fault may fail where the correct implementation computes.
+		fmt.Fprintf(stdout, "%s, fault %s: %v\n", name, *gcFault, err)
+		return errFailed
+	case isEmpty:
+		return usageError{fmt.Sprintf("-m %d -n %d -causal=%v -window %d: %v; with -causal the m queries follow a cache of n − m keys, so want -m <= -n, or -causal=false",
+			s.M, s.N, s.Causal, s.Window, strings.TrimPrefix(empty.Error(), "attention: "))}
+	default:
+		// The correct implementation fails only on sizes it does not take.
+		return usageError{fmt.Sprintf("%s at these sizes: %v", name, err)}
+	}
+	what := "the correct implementation"
+	if *gcFault != "" {
+		what = "fault " + *gcFault
+	}
+	fmt.Fprintf(stdout, "%s %s, %s: analytic %s vs numeric float64\n", name, c64.Name, what, *gcDtype)
 	opt := gradcheck.Options{Precise: *gcPrecise, Eps: *gcEps, Rel: *gcRel, Seed: *gcSeed}
-	if opt.Rel == 0 && *gcDtype == "float32" {
+	if opt.Rel == 0 && in32 {
 		opt.Rel, opt.Abs = 1e-3, 1e-5
 	}
 	if *gcSweep {
@@ -127,89 +204,33 @@ func runGradcheck(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// opCase builds one of the ops of checks.OpDiff from the flags.
-func opCase(stdout io.Writer) (func() float64, []gradcheck.Param, error) {
-	if *gcDtype != "float64" {
-		return nil, nil, usageError{"-dtype float32 is offered for -op attention only"}
-	}
-	var pairing nn.Pairing
+// sizes reads the shape flags.
+func sizes() (checks.Sizes, error) {
+	s := checks.Sizes{B: *gcB, T: *gcT, M: *gcM, N: *gcN, Dim: *gcDim, Hq: *gcHq, Hkv: *gcHkv, D: *gcD, Dv: *gcDv, F: *gcF,
+		Causal: *gcCausal, Window: *gcWindow}
 	switch *gcPairing {
 	case "half":
-		pairing = nn.Half
+		s.Pairing = nn.Half
 	case "interleaved":
-		pairing = nn.Interleaved
+		s.Pairing = nn.Interleaved
 	default:
-		return nil, nil, usageError{fmt.Sprintf("-pairing %q: want half or interleaved", *gcPairing)}
+		return s, usageError{fmt.Sprintf("-pairing %q: want half or interleaved", *gcPairing)}
 	}
-	s := checks.Sizes{B: *gcB, T: *gcT, Dim: *gcDim, Hq: *gcHq, Hkv: *gcHkv, HeadDim: *gcD, F: *gcF, Pairing: pairing}
 	for _, v := range []struct {
 		name string
 		v    int
-	}{{"-b", s.B}, {"-t", s.T}, {"-dim", s.Dim}, {"-hq", s.Hq}, {"-hkv", s.Hkv}, {"-d", s.HeadDim}, {"-f", s.F}} {
+	}{{"-b", s.B}, {"-t", s.T}, {"-m", s.M}, {"-n", s.N}, {"-dim", s.Dim}, {"-hq", s.Hq}, {"-hkv", s.Hkv}, {"-d", s.D}, {"-dv", s.Dv}, {"-f", s.F}} {
 		if v.v < 1 {
-			return nil, nil, usageError{fmt.Sprintf("%s %d: want >= 1", v.name, v.v)}
+			return s, usageError{fmt.Sprintf("%s %d: want >= 1", v.name, v.v)}
 		}
+	}
+	if s.Window < 0 {
+		return s, usageError{fmt.Sprintf("-window %d: want >= 0", s.Window)}
 	}
 	if s.Hq%s.Hkv != 0 {
-		return nil, nil, usageError{fmt.Sprintf("-hq %d is not a multiple of -hkv %d", s.Hq, s.Hkv)}
+		return s, usageError{fmt.Sprintf("-hq %d is not a multiple of -hkv %d", s.Hq, s.Hkv)}
 	}
-	if s.HeadDim%2 != 0 && (*gcOp == "rope" || *gcOp == "layer" || *gcOp == "block") {
-		return nil, nil, usageError{fmt.Sprintf("-d %d: RoPE needs an even head dimension", s.HeadDim)}
-	}
-	d, err := checks.OpDiff(*gcOp, s, *gcSeed)
-	if err != nil {
-		return nil, nil, usageError{err.Error()}
-	}
-	fmt.Fprintf(stdout, "%s %s, analytic vs numeric float64\n", *gcOp, d.Name)
-	return d.Prepare()
-}
-
-// attentionCase builds reference attention from the flags.
-func attentionCase(stdout io.Writer) (func() float64, []gradcheck.Param, error) {
-	c := &attention.Config{B: *gcB, Hq: *gcHq, Hkv: *gcHkv, M: *gcM, N: *gcN, D: *gcD, Dv: *gcDv, Causal: *gcCausal, Window: *gcWindow}
-	if err := c.Validate(); err != nil {
-		return nil, nil, usageError{err.Error()}
-	}
-	r := rand.New(rand.NewPCG(*gcSeed, 0))
-	fill := func(n int) []float64 {
-		x := make([]float64, n)
-		for i := range x {
-			x[i] = r.NormFloat64()
-		}
-		return x
-	}
-	q, k, v := fill(c.B*c.Hq*c.M*c.D), fill(c.B*c.Hkv*c.N*c.D), fill(c.B*c.Hkv*c.N*c.Dv)
-	g := fill(c.B * c.Hq * c.M * c.Dv)
-
-	ref := attention.Reference[float64]()
-	o := make([]float64, len(g))
-	lse := make([]float64, c.B*c.Hq*c.M)
-	if err := ref.Run(o, lse, nil, nil, nil, q, k, v, nil, c); err != nil {
-		return nil, nil, err // a row with nothing visible, say
-	}
-	loss := func() float64 {
-		if err := ref.Run(o, lse, nil, nil, nil, q, k, v, nil, c); err != nil {
-			panic(err) // the mask does not depend on q, k, v: checked above
-		}
-		var l float64
-		for i := range o {
-			l += o[i] * g[i]
-		}
-		return l
-	}
-	dq, dk, dv := make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v))
-	if *gcDtype == "float32" {
-		dq32, dk32, dv32 := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
-		if err := attention.Reference[float32]().Run(make([]float32, len(g)), make([]float32, len(lse)), dq32, dk32, dv32, to32(q), to32(k), to32(v), to32(g), c); err != nil {
-			return nil, nil, err
-		}
-		dq, dk, dv = to64(dq32), to64(dk32), to64(dv32)
-	} else if err := ref.Run(o, lse, dq, dk, dv, q, k, v, g, c); err != nil {
-		return nil, nil, err
-	}
-	fmt.Fprintf(stdout, "attention B=%d Hq=%d Hkv=%d M=%d N=%d D=%d Dv=%d causal=%v window=%d, analytic %s vs numeric float64\n",
-		c.B, c.Hq, c.Hkv, c.M, c.N, c.D, c.Dv, c.Causal, c.Window, *gcDtype)
-	return loss, []gradcheck.Param{{Name: "q", X: q, Grad: dq}, {Name: "k", X: k, Grad: dk}, {Name: "v", X: v, Grad: dv}}, nil
+	return s, nil
 }
 
 func sweep(stdout io.Writer, loss func() float64, params []gradcheck.Param, opt gradcheck.Options) error {
@@ -240,20 +261,4 @@ func sweep(stdout io.Writer, loss func() float64, params []gradcheck.Param, opt 
 		fmt.Fprintf(stdout, "plot: %s\n", *gcPlot)
 	}
 	return nil
-}
-
-func to32(x []float64) []float32 {
-	y := make([]float32, len(x))
-	for i, e := range x {
-		y[i] = float32(e)
-	}
-	return y
-}
-
-func to64(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, e := range x {
-		y[i] = float64(e)
-	}
-	return y
 }

@@ -2,21 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/lab"
+	"github.com/attnlab/attnlab/lab/report"
 )
 
 var labCmd = register(&command{
 	name:  "lab",
-	usage: "[-json] [-plot FILE] [-html DIR] [-force]",
+	usage: "[-op OP,...] [-json] [-plot FILE] [-html DIR] [-force]",
 	short: "run every check and negative control; exit 1 if any fails or escapes",
 	long: `Lab is the main job. It runs every check on the reference attention (all
 must pass), runs every check on every registered fault (each must be caught
@@ -34,6 +35,9 @@ complete. A DIR that exists and is not empty is refused unless -force is
 given. The page holds no timestamps or durations: the same code gives the
 same bytes. An existing -plot file is refused unless -force.
 
+-op runs only the named operations (a comma-separated list; "attnlab
+explain -list" names them all).
+
 It exits 0 when everything passes, 1 when a check fails or a fault escapes
 (the report is still written), 2 on bad usage.
 
@@ -41,14 +45,15 @@ Example: attnlab lab -html lab-report`,
 })
 
 type labOpts struct {
-	json, force bool
-	plot, html  string
+	json, force    bool
+	plot, html, op string
 }
 
 func init() {
 	labCmd.define = func(fs *flag.FlagSet) runFunc {
 		o := &labOpts{}
 		fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+		fs.StringVar(&o.op, "op", "", "run only these operations, comma-separated (default: all)")
 		fs.StringVar(&o.plot, "plot", "", "also write the ε-sweep plot to this PNG file")
 		fs.StringVar(&o.html, "html", "", "write an HTML report (index.html and PNG figures) into this folder")
 		fs.BoolVar(&o.force, "force", false, "replace an existing -plot file or a non-empty -html folder")
@@ -62,10 +67,14 @@ func init() {
 }
 
 func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
+	ops, err := opList(o.op)
+	if err != nil {
+		return err
+	}
 	if o.html != "" {
 		// Refuse a bad folder before the run, not after it.
-		if err := lab.CheckReportDir(o.html, o.force); err != nil {
-			if errors.Is(err, lab.ErrDirNotEmpty) {
+		if err := report.CheckDir(o.html, o.force); err != nil {
+			if errors.Is(err, report.ErrDirNotEmpty) {
 				return usageError{err.Error()}
 			}
 			return err
@@ -80,33 +89,29 @@ func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
 		return usageError{"-force applies to -html and -plot only"}
 	}
 	start := time.Now()
-	var r *lab.Report
-	err := interruptible(ctx, func() (err error) {
-		r, err = lab.Run(lab.Options{PlotPath: o.plot})
-		return err
-	})
+	r, err := lab.Run(ctx, lab.Options{Ops: ops})
 	if err != nil {
 		return err
 	}
+	if o.plot != "" {
+		if err := report.Plot(o.plot, r.Sweep); err != nil {
+			return err
+		}
+	}
 	if o.html != "" {
-		if err := r.WriteHTML(o.html, o.force); err != nil {
-			if errors.Is(err, lab.ErrDirNotEmpty) {
+		if err := report.HTML(r, o.html, o.force); err != nil {
+			if errors.Is(err, report.ErrDirNotEmpty) {
 				return usageError{err.Error()}
 			}
 			return err
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			*lab.Report
-			OK bool `json:"ok"`
-		}{r, r.OK()}); err != nil {
+		if err := report.JSON(stdout, r); err != nil {
 			return err
 		}
 	} else {
-		if err := r.WriteText(stdout); err != nil {
+		if err := report.Text(stdout, r, o.plot); err != nil {
 			return err
 		}
 		if o.html != "" {
@@ -117,4 +122,21 @@ func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
 		return errFailed
 	}
 	return nil
+}
+
+// opList splits a comma-separated list of operations of the registry; ""
+// is every operation (nil). An unknown name is a usage error.
+func opList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ops []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := lab.Find(name); !ok {
+			return nil, usageError{fmt.Sprintf("-op %q: unknown operation (operations: %s)", name, strings.Join(lab.Names(), ", "))}
+		}
+		ops = append(ops, name)
+	}
+	return ops, nil
 }

@@ -92,5 +92,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = runC(ctx, pos, stdout)
 	}
-	return report(ctx, c, err, stderr)
+	return exitStatus(ctx, c, err, stderr)
 }

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/lab"
 )
 
 // attnlab runs the command in-process and returns its exit status and output.
@@ -35,9 +37,13 @@ func interruptedContext() context.Context {
 	return ctx
 }
 
+// The command's tests run the lab on a few operations: the whole lab runs
+// once in go test ./..., in package lab's tests.
+const someOps = "attention,rmsnorm"
+
 func TestLabPassesAndWritesThePlot(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "sweep.png")
-	code, out, errOut := attnlab(t, "lab", "-plot", plot)
+	code, out, errOut := attnlab(t, "lab", "-op", someOps, "-plot", plot)
 	if code != 0 {
 		t.Fatalf("lab exited %d\n%s\n%s", code, out, errOut)
 	}
@@ -46,9 +52,9 @@ func TestLabPassesAndWritesThePlot(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	m := regexp.MustCompile(`(\d+)/(\d+) checks pass.*; (\d+)/(\d+) faults caught`).FindStringSubmatch(out)
-	if m == nil || m[1] != m[2] || m[3] != m[4] {
-		t.Errorf("summary is not all-pass, all-caught: %q", m)
+	m := regexp.MustCompile(`(\d+)/(\d+) checks pass.*; (\d+)/(\d+) faults caught.*; (\d+) operations`).FindStringSubmatch(out)
+	if m == nil || m[1] != m[2] || m[3] != m[4] || m[5] != "2" {
+		t.Errorf("summary is not all-pass, all-caught over 2 operations: %q", m)
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
 		t.Errorf("plot not written: %v", err)
@@ -76,6 +82,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"gradcheck", "-hq", "3", "-hkv", "2"},
 		{"ref", "-op", "attention"},
 		{"lab", "extra"},
+		{"lab", "-op", "nosuch"},
+		{"faults", "-op", "attention,nosuch"},
+		{"gradcheck", "-op", "attention", "-fault", "nosuch"},
 	} {
 		code, _, errOut := attnlab(t, args...)
 		if code != 2 {
@@ -113,7 +122,7 @@ func TestRefRejectsBadInputWithoutWriting(t *testing.T) {
 }
 
 func TestLabJSON(t *testing.T) {
-	code, out, errOut := attnlab(t, "lab", "-json", "-plot", "")
+	code, out, errOut := attnlab(t, "lab", "-op", someOps, "-json", "-plot", "")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -135,14 +144,14 @@ func TestLabJSON(t *testing.T) {
 }
 
 func TestFaultsTable(t *testing.T) {
-	code, out, _ := attnlab(t, "faults")
-	if code != 0 || !strings.Contains(out, "mask-dropped") || !strings.Contains(out, "=== attention") {
+	code, out, _ := attnlab(t, "faults", "-op", someOps)
+	if code != 0 || !strings.Contains(out, "mask-dropped") || !strings.Contains(out, "=== attention") || !strings.Contains(out, "=== rmsnorm") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
 
 func TestGradcheckOps(t *testing.T) {
-	for _, op := range []string{"rope", "rmsnorm", "swiglu", "layer", "block"} {
+	for _, op := range []string{"rope", "rmsnorm", "swiglu", "layer", "attention-layer", "block"} {
 		code, out, errOut := attnlab(t, "gradcheck", "-op", op, "-precise", "-rel", "1e-8")
 		if code != 0 || !strings.Contains(out, "OK") {
 			t.Errorf("%s: exit %d\n%s%s", op, code, out, errOut)
@@ -153,6 +162,71 @@ func TestGradcheckOps(t *testing.T) {
 	}
 	if code, _, _ := attnlab(t, "gradcheck", "-op", "rope", "-d", "5"); code != 2 {
 		t.Errorf("odd RoPE dimension: exit %d, want 2", code)
+	}
+}
+
+// TestGradcheckPassesAtDefaults runs every op at default flags for several
+// seeds: the tolerance estimated from the finite differences' own error must
+// pass the correct gradients without help.
+func TestGradcheckPassesAtDefaults(t *testing.T) {
+	for _, op := range lab.Names() {
+		for _, seed := range []string{"1", "2", "3"} {
+			code, out, errOut := attnlab(t, "gradcheck", "-op", op, "-seed", seed)
+			if code != 0 || !strings.Contains(out, "OK") {
+				t.Errorf("gradcheck -op %s -seed %s: exit %d\n%s%s", op, seed, code, out, errOut)
+			}
+		}
+	}
+}
+
+// TestGradcheckFailsOnEveryFault runs every registered fault that breaks
+// the backward (all but the ones the registry marks invisible to finite
+// differences) at default flags: the estimated tolerance must not let one
+// through.
+func TestGradcheckFailsOnEveryFault(t *testing.T) {
+	n := 0
+	for _, info := range lab.Catalog() {
+		for _, f := range info.Faults {
+			if f.FDBlind {
+				continue
+			}
+			n++
+			code, out, errOut := attnlab(t, "gradcheck", "-op", info.Op, "-fault", f.Name)
+			if code != 1 || !strings.Contains(out, "gradcheck: ") {
+				t.Errorf("gradcheck -op %s -fault %s: exit %d, want 1 and the failing element\n%s%s", info.Op, f.Name, code, out, errOut)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no fault to run")
+	}
+}
+
+// TestGradcheckRejectsBadNumbers: tolerances and steps that are negative,
+// NaN or infinite, and a shape that leaves a query row with nothing to see,
+// are usage errors on one line, never a panic or a report.
+func TestGradcheckRejectsBadNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-rel", "-1"}, []string{"-rel -1"}},
+		{[]string{"-rel", "NaN"}, []string{"-rel NaN"}},
+		{[]string{"-eps", "NaN"}, []string{"-eps NaN"}},
+		{[]string{"-eps", "Inf"}, []string{"-eps +Inf"}},
+		{[]string{"-eps", "-1e-6"}, []string{"-eps -1e-06"}},
+		{[]string{"-m", "9", "-n", "3"}, []string{"-m 9 -n 3", "query row 0", "sees no key"}},
+	} {
+		code, out, errOut := attnlab(t, append([]string{"gradcheck"}, tc.args...)...)
+		first, _, _ := strings.Cut(errOut, "\n")
+		if code != 2 || out != "" || strings.Contains(errOut, "panic") || !strings.HasPrefix(first, "attnlab gradcheck: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and a usage error", tc.args, code, out, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(first, w) {
+				t.Errorf("%v: %q does not name %q", tc.args, first, w)
+			}
+		}
 	}
 }
 

@@ -38,8 +38,8 @@ type adapterError struct{ err error }
 func (e adapterError) Error() string { return e.err.Error() }
 func (e adapterError) Unwrap() error { return e.err }
 
-// report prints err for command c and returns the exit status.
-func report(ctx context.Context, c *command, err error, stderr io.Writer) int {
+// exitStatus prints err for command c and returns the exit status.
+func exitStatus(ctx context.Context, c *command, err error, stderr io.Writer) int {
 	var sig interrupted
 	if errors.As(context.Cause(ctx), &sig) {
 		msg := sig.Error()
@@ -85,18 +85,4 @@ func goRoot() string {
 		}
 	}
 	return runtime.GOROOT()
-}
-
-// interruptible runs f and returns its error, or ctx's as soon as ctx is
-// done: for library work that does not watch ctx itself and writes nothing
-// (the process ends with the command, and f with it).
-func interruptible(ctx context.Context, f func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -1,6 +1,12 @@
-package lab
+// Package report renders what package lab measured: text for a terminal,
+// JSON for programs, a self-contained HTML page with figures for a reader,
+// the fault × check table, the ε-sweep plot, and the long form of any
+// operation, check or fault (attnlab explain). Package lab runs; this
+// package only writes.
+package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -8,39 +14,24 @@ import (
 	"text/tabwriter"
 
 	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/internal/plots"
+	"github.com/attnlab/attnlab/lab"
 )
 
-// WriteText writes the report for a reader: per operation the checks on the
+// Text writes the report for a reader: per operation the checks on the
 // correct implementation and the negative controls, then the ε sweep and a
-// summary.
-func (r *Report) WriteText(w io.Writer) error {
+// summary line.
+func Text(w io.Writer, r *lab.Report, plot string) error {
 	var b strings.Builder
 	b.WriteString("attnlab lab\n")
 	for _, op := range r.Ops {
 		writeOp(&b, op)
 	}
-	writeSweep(&b, r)
-
-	passed, total, caught, faults, blind := 0, 0, 0, 0, 0
-	for _, op := range r.Ops {
-		for _, c := range op.Checks {
-			total++
-			if c.Pass {
-				passed++
-			}
-		}
-		for _, f := range op.Faults {
-			faults++
-			if f.Caught() {
-				caught++
-			}
-			if f.FDBlind {
-				blind++
-			}
-		}
-	}
+	writeSweep(&b, r, plot)
+	n := r.Counts()
 	fmt.Fprintf(&b, "\nSUMMARY: %d/%d checks pass on the correct implementations; %d/%d faults caught (%d invisible to finite differences); %d operations; %.1f s.\n",
-		passed, total, caught, faults, blind, len(r.Ops), r.Seconds)
+		n.Passed, n.Checks, n.Caught, n.Faults, n.FDBlind, n.Ops, r.Seconds)
 	if r.OK() {
 		b.WriteString("OK\n")
 	} else {
@@ -50,7 +41,31 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-func writeOp(b *strings.Builder, op OpReport) {
+// JSON writes the report as indented JSON with its verdict, "ok".
+func JSON(w io.Writer, r *lab.Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		*lab.Report
+		OK bool `json:"ok"`
+	}{r, r.OK()})
+}
+
+// Plot writes the ε sweep as a PNG plot to path.
+func Plot(path string, s checks.Sweep) error {
+	series := func(name string, rows gradcheck.SweepRows) plots.Series {
+		sr := plots.Series{Name: name}
+		for _, row := range rows {
+			sr.X = append(sr.X, row.Eps)
+			sr.Y = append(sr.Y, row.MaxAbs)
+		}
+		return sr
+	}
+	return plots.EpsSweepPNG(path, "Finite-difference error of attention gradients against the step",
+		[]plots.Series{series("central (2-point)", s.Central), series("4-point", s.Precise)})
+}
+
+func writeOp(b *strings.Builder, op lab.OpReport) {
 	fmt.Fprintf(b, "\n=== %s: %s\n\nCHECKS (each must pass)\n", op.Op, op.Impl)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	for _, c := range op.Checks {
@@ -87,7 +102,7 @@ func writeOp(b *strings.Builder, op OpReport) {
 	tw.Flush()
 }
 
-func writeSweep(b *strings.Builder, r *Report) {
+func writeSweep(b *strings.Builder, r *lab.Report, plot string) {
 	fmt.Fprintf(b, "\n=== ε sweep: max |analytic − numeric| over every element of attention's dQ, dK, dV\n  (%s)\n", r.Sweep.Config)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "  ε\tcentral\tslope\t4-point\tslope\t\n")
@@ -99,15 +114,15 @@ func writeSweep(b *strings.Builder, r *Report) {
 	bc, bp := r.Sweep.Central.Best(), r.Sweep.Precise.Best()
 	fmt.Fprintf(b, "  best: central %.1e at ε = %.0e, 4-point %.1e at ε = %.0e.\n", bc.MaxAbs, bc.Eps, bp.MaxAbs, bp.Eps)
 	b.WriteString("  Large ε: truncation error, slope ≈ 2 (central) or 4 (4-point). Small ε: rounding error ≈ u/ε, slope ≈ −1.\n")
-	if r.Plot != "" {
-		fmt.Fprintf(b, "  plot: %s\n", r.Plot)
+	if plot != "" {
+		fmt.Fprintf(b, "  plot: %s\n", plot)
 	}
 }
 
-// WriteFaultTable writes, per operation, the fault × check matrix: x where a
+// FaultTable writes, per operation, the fault × check matrix: x where a
 // check caught the fault, e where it caught it because the implementation
 // errored, . where the fault passed.
-func WriteFaultTable(w io.Writer, ops []OpReport) error {
+func FaultTable(w io.Writer, ops []lab.OpReport) error {
 	var b strings.Builder
 	b.WriteString("x = caught, e = caught because the implementation returned an error, . = passed\n")
 	for _, op := range ops {

@@ -1,4 +1,4 @@
-package lab
+package report
 
 import (
 	"fmt"
@@ -8,111 +8,23 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/lab"
 )
 
-// CheckInfo describes one check of an operation without running it.
-type CheckInfo struct {
-	Name  string      `json:"name"`
-	Kind  checks.Kind `json:"kind"`
-	Claim string      `json:"claim"`
-	Limit string      `json:"limit"`
+// explained is what Explain reads: the registry's descriptions and the rows
+// that can run a fault.
+type explained struct {
+	infos []lab.OpInfo
+	ops   []lab.Runner
 }
 
-// FaultInfo describes one fault of an operation without running it.
-type FaultInfo struct {
-	Name    string `json:"name"`
-	Breaks  string `json:"breaks"`
-	FDBlind bool   `json:"fd_blind"`
-}
-
-// OpInfo lists an operation's checks and faults.
-type OpInfo struct {
-	Op     string      `json:"op"`
-	Impl   string      `json:"implementation"`
-	Checks []CheckInfo `json:"checks"`
-	Faults []FaultInfo `json:"faults"`
-}
-
-// Info describes the suite without running it.
-func (s Suite[I]) Info() OpInfo {
-	info := OpInfo{Op: s.Op, Impl: s.Impl}
-	for _, c := range s.Checks {
-		info.Checks = append(info.Checks, CheckInfo{Name: c.Name, Kind: c.Kind, Claim: c.Claim, Limit: c.Limit})
+func registry() explained {
+	e := explained{ops: lab.Ops()}
+	for _, o := range e.ops {
+		e.infos = append(e.infos, o.Info())
 	}
-	for _, f := range s.Faults {
-		info.Faults = append(info.Faults, FaultInfo{Name: f.Name, Breaks: f.Breaks, FDBlind: f.FDBlind})
-	}
-	return info
+	return e
 }
-
-// RunFault runs every check of the suite on the fault called name; ok is
-// false when the suite has no such fault.
-func (s Suite[I]) RunFault(name string) (fo FaultOutcome, ok bool) {
-	for _, f := range s.Faults {
-		if f.Name == name {
-			return runFault(f, s.Checks), true
-		}
-	}
-	return FaultOutcome{}, false
-}
-
-// described is a Runner that can also describe itself and run one fault;
-// every Suite is one.
-type described interface {
-	Runner
-	Info() OpInfo
-	RunFault(name string) (FaultOutcome, bool)
-}
-
-func describedSuites() []described {
-	var out []described
-	for _, r := range Suites() {
-		if d, ok := r.(described); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// Catalog describes every operation the lab runs, in the lab's order.
-func Catalog() []OpInfo {
-	var out []OpInfo
-	for _, d := range describedSuites() {
-		out = append(out, d.Info())
-	}
-	return out
-}
-
-// guideOp is the operation whose guides op shares: the fused kernel is
-// checked by attention's checks.
-func guideOp(op string) string {
-	if op == "attention-flash" {
-		return "attention"
-	}
-	return op
-}
-
-// CheckGuideFor returns the long form of check as run on op: the entry for
-// op/check, else the one of the operation it shares checks with, else the
-// generic entry for the check's name.
-func CheckGuideFor(op, check string) (CheckGuide, bool) {
-	for _, key := range []string{op + "/" + check, guideOp(op) + "/" + check} {
-		if g, ok := checkGuides[key]; ok {
-			return g, true
-		}
-	}
-	g, ok := genericChecks[check]
-	return g, ok
-}
-
-// OpGuideFor returns the gradient-path explanation of op.
-func OpGuideFor(op string) (OpGuide, bool) {
-	g, ok := opGuides[op]
-	return g, ok
-}
-
-// FaultNote returns the longer explanation of a fault, or "".
-func FaultNote(name string) string { return faultNotes[name] }
 
 // UnknownNameError is the error of Explain for a name that is no
 // operation, check or fault.
@@ -139,29 +51,26 @@ func (e *UnknownNameError) Error() string {
 //   - OP/CHECK: what the check tests, the shapes, what a pass proves and what
 //     it cannot;
 //   - a bare check name: the same when the check means one thing wherever it
-//     runs, else its generic form and the operations that run it;
+//     runs, else what it means everywhere and the operations that run it;
 //   - a fault or OP/FAULT: what it breaks, then every check of its operation
 //     run on it, and which caught it.
 //
 // An unknown name gives an *UnknownNameError.
 func Explain(w io.Writer, name string) error {
-	ds := describedSuites()
-	infos := make([]OpInfo, len(ds))
-	for i, d := range ds {
-		infos[i] = d.Info()
-	}
+	e := registry()
+	infos := e.infos
 	find := func(op string) int {
-		return slices.IndexFunc(infos, func(o OpInfo) bool { return o.Op == op })
+		return slices.IndexFunc(infos, func(o lab.OpInfo) bool { return o.Op == op })
 	}
 	var b strings.Builder
 	if op, rest, ok := strings.Cut(name, "/"); ok {
 		if x := find(op); x >= 0 {
-			if slices.ContainsFunc(infos[x].Checks, func(c CheckInfo) bool { return c.Name == rest }) {
+			if _, ok := infos[x].Check(rest); ok {
 				explainCheck(&b, infos, op, rest)
 				return explainFlush(w, &b)
 			}
-			if slices.ContainsFunc(infos[x].Faults, func(f FaultInfo) bool { return f.Name == rest }) {
-				explainFault(&b, ds[x], infos[x], rest)
+			if _, ok := infos[x].Fault(rest); ok {
+				explainFault(&b, e.ops[x], infos[x], rest)
 				return explainFlush(w, &b)
 			}
 		}
@@ -172,14 +81,14 @@ func Explain(w io.Writer, name string) error {
 		return explainFlush(w, &b)
 	}
 	for x, info := range infos {
-		if slices.ContainsFunc(info.Faults, func(f FaultInfo) bool { return f.Name == name }) {
-			explainFault(&b, ds[x], info, name)
+		if _, ok := info.Fault(name); ok {
+			explainFault(&b, e.ops[x], info, name)
 			return explainFlush(w, &b)
 		}
 	}
 	var ops []string
 	for _, info := range infos {
-		if slices.ContainsFunc(info.Checks, func(c CheckInfo) bool { return c.Name == name }) {
+		if _, ok := info.Check(name); ok {
 			ops = append(ops, info.Op)
 		}
 	}
@@ -199,12 +108,12 @@ func explainFlush(w io.Writer, b *strings.Builder) error {
 	return err
 }
 
-// WriteNames lists every operation with its checks and faults, the names
+// Names lists every operation with its checks and faults, the names
 // Explain accepts.
-func WriteNames(w io.Writer) error {
+func Names(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("Names for \"attnlab explain\": an operation, OP/CHECK, a check, or a fault.\n")
-	for _, info := range Catalog() {
+	for _, info := range lab.Catalog() {
 		fmt.Fprintf(&b, "\n%s — %s\n  checks: ", info.Op, info.Impl)
 		for i, c := range info.Checks {
 			if i > 0 {
@@ -228,12 +137,12 @@ func WriteNames(w io.Writer) error {
 }
 
 // sameCheckEverywhere reports whether the check called name has the same
-// guide and claim on every op of ops (attention and attention-flash run the
-// same checks).
-func sameCheckEverywhere(infos []OpInfo, ops []string, name string) bool {
+// claim and long form on every op of ops (attention and attention-flash run
+// the same checks).
+func sameCheckEverywhere(infos []lab.OpInfo, ops []string, name string) bool {
 	key := func(op string) string {
-		g, _ := CheckGuideFor(op, name)
-		return fmt.Sprint(g) + "\x00" + claimOf(infos, op, name)
+		c := checkOf(infos, op, name)
+		return fmt.Sprint(c.Long) + "\x00" + c.Claim
 	}
 	for _, op := range ops[1:] {
 		if key(op) != key(ops[0]) {
@@ -243,41 +152,22 @@ func sameCheckEverywhere(infos []OpInfo, ops []string, name string) bool {
 	return true
 }
 
-func checkOf(infos []OpInfo, op, name string) CheckInfo {
+func checkOf(infos []lab.OpInfo, op, name string) lab.CheckInfo {
 	for _, info := range infos {
 		if info.Op == op {
-			for _, c := range info.Checks {
-				if c.Name == name {
-					return c
-				}
-			}
+			c, _ := info.Check(name)
+			return c
 		}
 	}
-	return CheckInfo{}
+	return lab.CheckInfo{}
 }
 
-func claimOf(infos []OpInfo, op, name string) string { return checkOf(infos, op, name).Claim }
-
-// KindText says in a phrase what sort of evidence a kind of check gives.
-func KindText(k checks.Kind) string {
-	switch k {
-	case checks.Gradient:
-		return "compares the backward with finite differences of the forward"
-	case checks.Semantic:
-		return "tests a property the task requires, which finite differences cannot see"
-	case checks.Contract:
-		return "tests the calling contract"
-	}
-	return string(k)
-}
-
-func explainCheck(b *strings.Builder, infos []OpInfo, op, name string) {
+func explainCheck(b *strings.Builder, infos []lab.OpInfo, op, name string) {
 	c := checkOf(infos, op, name)
-	fmt.Fprintf(b, "CHECK %s/%s — %s check: it %s\n", op, name, c.Kind, KindText(c.Kind))
+	fmt.Fprintf(b, "CHECK %s/%s — %s check: it %s\n", op, name, c.Kind, c.Kind.Text())
 	var also []string
 	for _, info := range infos {
-		if info.Op != op && slices.ContainsFunc(info.Checks, func(x CheckInfo) bool { return x.Name == name }) &&
-			sameCheckEverywhere(infos, []string{op, info.Op}, name) {
+		if _, ok := info.Check(name); ok && info.Op != op && sameCheckEverywhere(infos, []string{op, info.Op}, name) {
 			also = append(also, info.Op)
 		}
 	}
@@ -286,27 +176,32 @@ func explainCheck(b *strings.Builder, infos []OpInfo, op, name string) {
 	}
 	b.WriteByte('\n')
 	explainSection(b, "Claim", c.Claim)
-	g, ok := CheckGuideFor(op, name)
-	if ok {
-		explainSection(b, "What it tests", g.Tests)
-		explainSection(b, "Shapes", g.Shapes)
-		explainSection(b, "What a pass proves", g.Proves)
-		explainSection(b, "What a pass cannot prove", explainSentence(g.Cannot)+" In the check's own words: "+c.Limit+".")
-	} else {
-		explainSection(b, "What a pass cannot prove", explainSentence(c.Limit))
-	}
+	explainSection(b, "What it tests", c.Long.Tests)
+	explainSection(b, "Shapes", c.Long.Shapes)
+	explainSection(b, "What a pass proves", c.Long.Proves)
+	explainSection(b, "What a pass cannot prove", explainSentence(c.Long.Cannot)+" In the check's own words: "+c.Limit+".")
 	fmt.Fprintf(b, "Run \"attnlab explain %s\" for the operation's gradient path, \"attnlab faults\" for what this check catches.\n", op)
 }
 
-func explainGenericCheck(b *strings.Builder, infos []OpInfo, ops []string, name string) {
-	kind := checkOf(infos, ops[0], name).Kind
-	fmt.Fprintf(b, "CHECK %s — %s check, run on %d operations: it %s\n\n", name, kind, len(ops), KindText(kind))
-	if g, ok := genericChecks[name]; ok {
-		explainSection(b, "What it tests", g.Tests)
-		explainSection(b, "Shapes", g.Shapes)
-		explainSection(b, "What a pass proves", g.Proves)
-		explainSection(b, "What a pass cannot prove", explainSentence(g.Cannot))
+func explainGenericCheck(b *strings.Builder, infos []lab.OpInfo, ops []string, name string) {
+	first := checkOf(infos, ops[0], name)
+	fmt.Fprintf(b, "CHECK %s — %s check, run on %d operations: it %s\n\n", name, first.Kind, len(ops), first.Kind.Text())
+	// common is the text most of the operations give, the first of equals:
+	// the generic form, which a few operations sharpen.
+	common := func(part func(lab.CheckInfo) string) string {
+		count := map[string]int{}
+		best := ""
+		for _, op := range ops {
+			t := part(checkOf(infos, op, name))
+			if count[t]++; count[t] > count[best] {
+				best = t
+			}
+		}
+		return best
 	}
+	explainSection(b, "What it tests (on most operations; the shapes are each operation's)", common(func(c lab.CheckInfo) string { return c.Long.Tests }))
+	explainSection(b, "What a pass proves", common(func(c lab.CheckInfo) string { return c.Long.Proves }))
+	explainSection(b, "What a pass cannot prove", explainSentence(common(func(c lab.CheckInfo) string { return c.Long.Cannot })))
 	b.WriteString("Where it runs (claim, then limit):\n")
 	for _, op := range ops {
 		c := checkOf(infos, op, name)
@@ -314,26 +209,19 @@ func explainGenericCheck(b *strings.Builder, infos []OpInfo, ops []string, name 
 		explainWrap(b, c.Claim, "      ")
 		explainWrap(b, "limit: "+c.Limit, "      ")
 	}
-	fmt.Fprintf(b, "\nRun \"attnlab explain %s/%s\" for one of them.\n", ops[0], name)
+	fmt.Fprintf(b, "\nRun \"attnlab explain %s/%s\" for one of them, with its shapes.\n", ops[0], name)
 }
 
-func explainFault(b *strings.Builder, d described, info OpInfo, name string) {
-	var f FaultInfo
-	for _, x := range info.Faults {
-		if x.Name == name {
-			f = x
-		}
-	}
+func explainFault(b *strings.Builder, op lab.Runner, info lab.OpInfo, name string) {
+	f, _ := info.Fault(name)
 	fmt.Fprintf(b, "FAULT %s — a deliberately broken %s\n", name, info.Op)
 	if f.FDBlind {
 		b.WriteString("(registered as invisible to finite differences: forward and backward stay consistent)\n")
 	}
 	b.WriteByte('\n')
 	explainSection(b, "What it breaks", f.Breaks)
-	if note := FaultNote(name); note != "" {
-		explainSection(b, "Why the checks see it or not", note)
-	}
-	fo, _ := d.RunFault(name)
+	explainSection(b, "Why the checks see it or not", f.Note)
+	fo, _ := op.RunFault(name)
 	fmt.Fprintf(b, "Every check of %s, run on it now:\n", info.Op)
 	kinds := map[string]checks.Kind{}
 	for _, c := range info.Checks {
@@ -373,9 +261,9 @@ func explainFault(b *strings.Builder, d described, info OpInfo, name string) {
 	}
 }
 
-func explainOp(b *strings.Builder, info OpInfo) {
+func explainOp(b *strings.Builder, info lab.OpInfo) {
 	fmt.Fprintf(b, "OPERATION %s — %s\n\n", info.Op, info.Impl)
-	if g, ok := OpGuideFor(info.Op); ok {
+	if g := info.Guide; g.What != "" {
 		explainWrap(b, g.What, "")
 		b.WriteString("\nForward\n")
 		explainSteps(b, g.Forward)
@@ -404,7 +292,7 @@ func explainOp(b *strings.Builder, info OpInfo) {
 	fmt.Fprintf(b, "\nRun \"attnlab explain %s/CHECK\" or \"attnlab explain FAULT\" for one of them.\n", info.Op)
 }
 
-func explainSteps(b *strings.Builder, steps []Step) {
+func explainSteps(b *strings.Builder, steps []checks.Step) {
 	path := ""
 	for _, s := range steps {
 		indent := "  "
@@ -475,7 +363,7 @@ func explainHanging(b *strings.Builder, first, indent, text string) {
 	}
 }
 
-func explainUnknown(name string, infos []OpInfo) error {
+func explainUnknown(name string, infos []lab.OpInfo) error {
 	e := &UnknownNameError{Name: name}
 	type cand struct {
 		name string

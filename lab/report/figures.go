@@ -1,4 +1,4 @@
-package lab
+package report
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/faults"
 	"github.com/attnlab/attnlab/internal/plots"
+	"github.com/attnlab/attnlab/lab"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -167,7 +168,7 @@ func newAttentionExample() (*attentionExample, error) {
 		}
 		fo, flse := make([]float64, len(o)), make([]float64, len(lse))
 		fdq, fdk, fdv := make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v))
-		if err := f.Impl(fo, flse, fdq, fdk, fdv, q, k, v, do, c); err != nil {
+		if err := f.Impl.Run(fo, flse, fdq, fdk, fdv, q, k, v, do, c); err != nil {
 			return nil, fmt.Errorf("fault %s: %w", f.Name, err)
 		}
 		ex.FaultDK, ex.FaultDV = rowNorms(fdk, c.N, c.D), rowNorms(fdv, c.N, c.Dv)
@@ -276,8 +277,8 @@ func newRopeExample() *ropeExample {
 }
 
 // drawFigures writes the report's PNG images into dir.
-func drawFigures(dir string, r *Report, ex *attentionExample, rope *ropeExample) error {
-	if err := plotSweep(filepath.Join(dir, sweepPNG), r.Sweep); err != nil {
+func drawFigures(dir string, r *lab.Report, ex *attentionExample, rope *ropeExample) error {
+	if err := Plot(filepath.Join(dir, sweepPNG), r.Sweep); err != nil {
 		return err
 	}
 	c := ex.Config

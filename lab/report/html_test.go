@@ -1,8 +1,10 @@
-package lab
+package report
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	stdhtml "html"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/attnlab/attnlab/lab"
 )
 
 // quickOps are the operations the HTML tests run: every kind of section
@@ -19,9 +23,9 @@ import (
 // full run's time and adds nothing the page's structure does not show here.
 var quickOps = []string{"attention", "attention-flash", "rmsnorm", "rope"}
 
-func quickReport(t *testing.T) *Report {
+func quickReport(t *testing.T) *lab.Report {
 	t.Helper()
-	r, err := Run(Options{Ops: quickOps})
+	r, err := lab.Run(context.Background(), lab.Options{Ops: quickOps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,9 +33,9 @@ func quickReport(t *testing.T) *Report {
 }
 
 // sharedReport is one quickReport for the tests that only read it.
-var sharedReport = sync.OnceValues(func() (*Report, error) { return Run(Options{Ops: quickOps}) })
+var sharedReport = sync.OnceValues(func() (*lab.Report, error) { return lab.Run(context.Background(), lab.Options{Ops: quickOps}) })
 
-func sharedQuickReport(t *testing.T) *Report {
+func sharedQuickReport(t *testing.T) *lab.Report {
 	t.Helper()
 	r, err := sharedReport()
 	if err != nil {
@@ -80,7 +84,7 @@ func TestWriteHTMLReproducible(t *testing.T) {
 	var files []map[string][]byte
 	for _, name := range []string{"a", "b"} {
 		dir := filepath.Join(parent, name)
-		if err := quickReport(t).WriteHTML(dir, false); err != nil {
+		if err := HTML(quickReport(t), dir, false); err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, readDir(t, dir))
@@ -125,7 +129,7 @@ func TestWriteHTMLReproducible(t *testing.T) {
 func TestHTMLPage(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "report")
 	r := sharedQuickReport(t)
-	if err := r.WriteHTML(dir, false); err != nil {
+	if err := HTML(r, dir, false); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
@@ -133,6 +137,9 @@ func TestHTMLPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(page)
+	// html/template writes some characters as references (+ as &#43;); a
+	// reader sees the text they stand for.
+	text := stdhtml.UnescapeString(html)
 	for _, want := range []string{
 		"<!DOCTYPE html>", `<pre id="selftest" hidden>`, "[?&]selftest",
 		"dV = Pᵀ dO", "dS = P ⊙ (dP − rowsum(P ⊙ dP))", "dQ = dS K · scale", "dK = dSᵀ Q · scale",
@@ -141,7 +148,7 @@ func TestHTMLPage(t *testing.T) {
 		"q7", "KV head 1 (q4–q7)", "1/4", "<details",
 		"checks pass on the correct implementations", "invisible to finite differences",
 	} {
-		if !strings.Contains(html, want) {
+		if !strings.Contains(text, want) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
@@ -222,14 +229,14 @@ func TestWriteHTMLOutputFolder(t *testing.T) {
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := r.WriteHTML(busy, false)
+	err := HTML(r, busy, false)
 	if !errors.Is(err, ErrDirNotEmpty) {
 		t.Fatalf("non-empty folder: error %v, want ErrDirNotEmpty", err)
 	}
 	if got, _ := os.ReadFile(keep); string(got) != "mine" {
 		t.Error("refused folder was changed")
 	}
-	if err := r.WriteHTML(busy, true); err != nil {
+	if err := HTML(r, busy, true); err != nil {
 		t.Fatalf("-force: %v", err)
 	}
 	if _, err := os.Stat(keep); !os.IsNotExist(err) {
@@ -243,7 +250,7 @@ func TestWriteHTMLOutputFolder(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteHTML(empty, false); err != nil {
+	if err := HTML(r, empty, false); err != nil {
 		t.Errorf("empty folder: %v", err)
 	}
 
@@ -251,14 +258,14 @@ func TestWriteHTMLOutputFolder(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteHTML(file, true); err == nil {
+	if err := HTML(r, file, true); err == nil {
 		t.Error("a file was accepted as the output folder")
 	}
 
 	// A report that cannot be drawn (no ε sweep) fails half way: neither
 	// the folder nor a temporary one is left behind.
-	broken := &Report{Ops: r.Ops}
-	if err := broken.WriteHTML(filepath.Join(parent, "broken"), false); err == nil {
+	broken := &lab.Report{Ops: r.Ops}
+	if err := HTML(broken, filepath.Join(parent, "broken"), false); err == nil {
 		t.Error("a report without a sweep was written")
 	}
 	if got := names(t, parent); !slices.Equal(got, []string{"busy", "empty", "file"}) {
@@ -267,24 +274,23 @@ func TestWriteHTMLOutputFolder(t *testing.T) {
 }
 
 // TestEveryCheckExplainsItself asserts that every check of every operation
-// has a long form and every operation a gradient path, and that Explain
-// accepts every name.
+// has a complete long form and every operation a gradient path, and that
+// Explain accepts every name and prints them.
 func TestEveryCheckExplainsItself(t *testing.T) {
-	for _, info := range Catalog() {
-		if _, ok := OpGuideFor(info.Op); !ok {
+	for _, info := range lab.Catalog() {
+		if info.Guide.What == "" || len(info.Guide.Forward) == 0 || len(info.Guide.Backward) == 0 {
 			t.Errorf("operation %s has no gradient-path guide", info.Op)
 		}
 		for _, c := range info.Checks {
-			g, ok := CheckGuideFor(info.Op, c.Name)
-			if !ok || g.Tests == "" || g.Proves == "" || g.Cannot == "" {
-				t.Errorf("%s/%s has no complete long form", info.Op, c.Name)
+			if !c.Long.Complete() {
+				t.Errorf("%s/%s has no complete long form: %+v", info.Op, c.Name, c.Long)
 			}
 			var b strings.Builder
 			if err := Explain(&b, info.Op+"/"+c.Name); err != nil {
 				t.Errorf("explain %s/%s: %v", info.Op, c.Name, err)
 			}
-			for _, want := range []string{c.Claim, "What a pass proves", "What a pass cannot prove"} {
-				if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), want) {
+			for _, want := range []string{c.Claim, c.Long.Shapes, "What a pass proves", "What a pass cannot prove"} {
+				if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), strings.Join(strings.Fields(want), " ")) {
 					t.Errorf("explain %s/%s lacks %q", info.Op, c.Name, want)
 				}
 			}
