@@ -1,0 +1,74 @@
+package lab
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the README's block of lab numbers from this run")
+
+// readmeBlock is the part of the README that the lab's numbers fill: the
+// summary line and the finite-difference measures. Everything in it comes
+// from the run; the test fails when the README says something else.
+func readmeBlock(r *Report) string {
+	n := r.Counts()
+	detail := func(op, check string) string {
+		for _, o := range r.Ops {
+			if o.Op != op {
+				continue
+			}
+			for _, c := range o.Checks {
+				if c.Check == check {
+					// "243 elements, max rel 5.4e-10, max abs 8.0e-13, ε = …": up to the step
+					d, _, _ := strings.Cut(c.Detail, ", ε")
+					return d
+				}
+			}
+		}
+		return "?"
+	}
+	central, precise := r.Sweep.Central.Best(), r.Sweep.Precise.Best()
+	var b strings.Builder
+	fmt.Fprintf(&b, "```text\n$ go run ./cmd/attnlab lab\n…\nSUMMARY: %d/%d checks pass on the correct implementations; %d/%d faults caught (%d invisible to finite differences); %d operations; %.1f s.\nOK\n```\n\n",
+		n.Passed, n.Checks, n.Caught, n.Faults, n.FDBlind, n.Ops, r.Seconds)
+	fmt.Fprintf(&b, "Finite differences of every element (float64, 4-point stencil) agree with\n")
+	fmt.Fprintf(&b, "the hand-derived gradients: attention %s; the whole decoder %s.\n", detail("attention", "fd-elements"), detail("decoder", "fd-elements"))
+	fmt.Fprintf(&b, "The ε sweep shows both regimes: central differences reach %.1e at ε = %.0e,\n", central.MaxAbs, central.Eps)
+	fmt.Fprintf(&b, "the 4-point stencil %.1e at ε = %.0e; below those steps rounding takes over.\n", precise.MaxAbs, precise.Eps)
+	return b.String()
+}
+
+// seconds hides the run time, the one number that changes between runs.
+var seconds = regexp.MustCompile(`operations; [0-9.]+ s\.`)
+
+// TestREADMEIsTrue compares the README's lab numbers with this run's. With
+// -update it writes them: go test ./lab -run README -update.
+func TestREADMEIsTrue(t *testing.T) {
+	path := filepath.Join("..", "README.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- lab numbers: go test ./lab -run README -update -->\n", "<!-- end of lab numbers -->"
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no block between %q and %q", path, begin, end)
+	}
+	want := readmeBlock(fullReport(t))
+	got := s[i+len(begin) : j]
+	if *update {
+		if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if seconds.ReplaceAllString(got, "") != seconds.ReplaceAllString(want, "") {
+		t.Errorf("the README's lab numbers are not this run's; run go test ./lab -run README -update. Want:\n%s\ngot:\n%s", want, got)
+	}
+}
