@@ -36,6 +36,12 @@ type Capabilities struct {
 	Masks     []string `json:"masks"`
 	KVCache   bool     `json:"kv_cache"`
 	Scale     bool     `json:"scale"`
+	// Conventions: it takes the metadata convention (position,
+	// bottom-right, top-left) and applies that causal alignment.
+	Conventions bool `json:"conventions,omitempty"`
+	// Accumulates: it takes gradients dq, dk, dv in the request and adds
+	// its own into them (the += contract of attnlab's Go kernels).
+	Accumulates bool `json:"accumulates,omitempty"`
 }
 
 // Mask kinds of Capabilities.Masks.
@@ -92,6 +98,12 @@ type Request struct {
 	QPos, KPos              []int64 // [B,M], [B,N]; nil: none
 	QValid, KValid          []int64
 	QSeg, KSeg              []int64
+	// Convention is the causal alignment to apply, "" for the
+	// implementation's own (Capabilities.Conventions).
+	Convention string
+	// DQ0, DK0, DV0 are gradients to add into (Capabilities.Accumulates);
+	// nil for none.
+	DQ0, DK0, DV0 []float64
 }
 
 // Response is an adapter's answer. Err is set when the implementation
@@ -351,6 +363,9 @@ func (r *Request) file(id int) (*safetensors.File, error) {
 	if r.WantLSE {
 		f.Metadata["want_lse"] = "true"
 	}
+	if r.Convention != "" {
+		f.Metadata["convention"] = r.Convention
+	}
 	put := func(name string, shape []int, x []float64) error {
 		if x == nil {
 			return nil
@@ -380,6 +395,7 @@ func (r *Request) file(id int) (*safetensors.File, error) {
 	}{
 		{"q", []int{r.B, r.Hq, r.M, r.D}, r.Q}, {"k", []int{r.B, r.Hkv, r.N, r.D}, r.K},
 		{"v", []int{r.B, r.Hkv, r.N, r.Dv}, r.V}, {"do", []int{r.B, r.Hq, r.M, r.Dv}, r.DO},
+		{"dq", []int{r.B, r.Hq, r.M, r.D}, r.DQ0}, {"dk", []int{r.B, r.Hkv, r.N, r.D}, r.DK0}, {"dv", []int{r.B, r.Hkv, r.N, r.Dv}, r.DV0},
 	} {
 		if err := put(t.name, t.shape, t.x); err != nil {
 			return nil, err

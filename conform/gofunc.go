@@ -36,7 +36,8 @@ func Fused() *Func {
 // Capabilities of a Func.
 func (f *Func) Capabilities() Capabilities {
 	c := Capabilities{Name: f.Name, Version: "attnlab", DTypes: []string{"float64"}, Gradients: !f.NoGrads, LSE: !f.NoLSE, GQA: true,
-		Masks: []string{MaskCausal, MaskPositions, MaskValidity, MaskSegments, MaskWindow}, KVCache: true, Scale: true}
+		Masks: []string{MaskCausal, MaskPositions, MaskValidity, MaskSegments, MaskWindow}, KVCache: true, Scale: true,
+		Conventions: true, Accumulates: true}
 	if f.Run32 != nil {
 		c.DTypes = append(c.DTypes, "float32")
 	}
@@ -49,6 +50,13 @@ func (f *Func) Attention(r *Request) (*Response, error) {
 		return nil, errors.New("conform: a Func takes positions, not a boolean mask")
 	}
 	c := r.Config()
+	if r.Convention != "" {
+		conv, err := attention.ParseConvention(r.Convention)
+		if err != nil {
+			return nil, err
+		}
+		c.Convention = conv
+	}
 	if err := c.Validate(); err != nil {
 		return &Response{Err: err.Error()}, nil
 	}
@@ -86,6 +94,14 @@ func run[T attention.Float](fn RunFunc[T], r *Request, c *attention.Config) (*Re
 	var dq, dk, dv []T
 	if r.DO != nil {
 		dq, dk, dv = make([]T, len(r.Q)), make([]T, len(r.K)), make([]T, len(r.V))
+		for _, p := range []struct {
+			dst []T
+			src []float64
+		}{{dq, r.DQ0}, {dk, r.DK0}, {dv, r.DV0}} {
+			for i := range p.src { // the gradients to add into
+				p.dst[i] = T(p.src[i])
+			}
+		}
 	}
 	if err := fn(o, lse, dq, dk, dv, conv(r.Q), conv(r.K), conv(r.V), conv(r.DO), c); err != nil {
 		return &Response{Err: err.Error()}, nil // the implementation refused: an empty row, say

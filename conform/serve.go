@@ -136,11 +136,17 @@ func decodeRequest(f *safetensors.File) (*Request, error) {
 	if f.Tensors["q"].DType == safetensors.F32 {
 		r.DType = "float32"
 	}
-	if f.Has("do") {
-		if r.DO, _, err = f.Float64("do"); err != nil {
-			return nil, err
+	for _, t := range []struct {
+		name string
+		dst  *[]float64
+	}{{"do", &r.DO}, {"dq", &r.DQ0}, {"dk", &r.DK0}, {"dv", &r.DV0}} {
+		if f.Has(t.name) {
+			if *t.dst, _, err = f.Float64(t.name); err != nil {
+				return nil, err
+			}
 		}
 	}
+	r.Convention = f.Metadata["convention"]
 	if s, ok := f.Metadata["scale"]; ok {
 		if r.Scale, err = strconv.ParseFloat(s, 64); err != nil {
 			return nil, fmt.Errorf("metadata scale %q: %v", s, err)

@@ -1,0 +1,271 @@
+package conform
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/faults"
+	"github.com/attnlab/attnlab/safetensors"
+)
+
+// TestMain lets the test binary serve as an adapter: with
+// ATTNLAB_TEST_ADAPTER set it speaks the protocol on stdin and stdout (a
+// fault of the registry, attnlab's reference, or a misbehaving adapter)
+// instead of running the tests.
+func TestMain(m *testing.M) {
+	if what := os.Getenv("ATTNLAB_TEST_ADAPTER"); what != "" {
+		os.Exit(serveForTest(what))
+	}
+	os.Exit(m.Run())
+}
+
+// attentionFaults are the registered faults of attention.
+func attentionFaults() []faults.Fault[checks.Impl] { return faults.Attention() }
+
+func serveForTest(what string) int {
+	kind, name, _ := strings.Cut(what, ":")
+	var impl Implementation
+	switch kind {
+	case "reference":
+		impl = Reference()
+	case "fault":
+		i := slices.IndexFunc(attentionFaults(), func(f faults.Fault[checks.Impl]) bool { return f.Name == name })
+		if i < 0 {
+			fmt.Fprintf(os.Stderr, "no fault %q\n", name)
+			return 1
+		}
+		f := attentionFaults()[i]
+		impl = &Func{Name: "fault " + f.Name, Run64: RunFunc[float64](f.Impl.Run), Run32: RunFunc[float32](f.Impl.F32)}
+	case "misbehave":
+		return misbehave(name)
+	}
+	if err := Serve(os.Stdin, os.Stdout, impl); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// misbehave is an adapter that breaks the protocol in the way named.
+func misbehave(how string) int {
+	in := bufio.NewReader(os.Stdin)
+	read := func() *safetensors.File {
+		var hdr [8]byte
+		if _, err := io.ReadFull(in, hdr[:]); err != nil {
+			os.Exit(0)
+		}
+		buf := make([]byte, binary.LittleEndian.Uint64(hdr[:]))
+		io.ReadFull(in, buf)
+		f, _ := safetensors.Parse(buf)
+		return f
+	}
+	write := func(f *safetensors.File) {
+		data, _ := f.MarshalBinary()
+		var hdr [8]byte
+		binary.LittleEndian.PutUint64(hdr[:], uint64(len(data)))
+		os.Stdout.Write(append(hdr[:], data...))
+	}
+	caps := `{"name":"misbehaving","version":"0","dtypes":["float64"],"gradients":false,"lse":false,"gqa":false,"masks":["causal"],"kv_cache":false,"scale":false}`
+	read()
+	switch how {
+	case "badcaps":
+		h := safetensors.New()
+		h.Metadata = map[string]string{"op": "hello", "capabilities": `{"name":"x","dtypes":["float16"],"masks":["causal"]}`}
+		write(h)
+		read()
+		return 0
+	case "nohello":
+		os.Stdout.Write([]byte("not a frame at all"))
+		return 0
+	}
+	h := safetensors.New()
+	h.Metadata = map[string]string{"op": "hello", "capabilities": caps}
+	write(h)
+	req := read()
+	fmt.Fprintln(os.Stderr, "misbehaving on purpose:", how)
+	out := safetensors.New()
+	out.Metadata = map[string]string{"op": "attention", "request": req.Metadata["request"]}
+	q, shape, _ := req.Float64("q")
+	switch how {
+	case "crash":
+		os.Exit(7)
+	case "hang":
+		time.Sleep(time.Hour)
+	case "close":
+		os.Stdout.Close()
+		time.Sleep(time.Hour)
+	case "shape":
+		out.SetF64("o", []int{len(q)}, q)
+	case "dtype":
+		out.SetF32("o", shape, make([]float32, len(q)))
+	case "name":
+		out.SetF64("out", shape, q)
+	}
+	write(out)
+	read()
+	return 0
+}
+
+func startTestAdapter(t *testing.T, what string, timeout time.Duration) (*Adapter, error) {
+	t.Helper()
+	t.Setenv("ATTNLAB_TEST_ADAPTER", what)
+	return Start(context.Background(), os.Args[0], timeout)
+}
+
+// TestReferenceIsConformant: attnlab's own kernels, in-process and behind
+// the protocol, are conformant to the position rule, with the card DESIGN
+// §2 and §3 describe.
+func TestReferenceIsConformant(t *testing.T) {
+	proc, err := startTestAdapter(t, "reference", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	for _, impl := range []Implementation{Reference(), Fused(), proc} {
+		rep, err := Run(context.Background(), impl, AlignPosition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Conformant {
+			t.Errorf("%s: not conformant: %v", rep.Implementation, rep.Why)
+		}
+		c := rep.Card
+		if c.CausalMLtN != AlignPosition || c.CausalMGtN != AlignPosition || c.EmptyRow != EmptyError || c.PaddingRows != EmptyZero ||
+			c.GQA != GQAContiguous || c.Scale != ScaleInvSqrtD || c.Float32ErrorRatio == nil || *c.Float32ErrorRatio > 2 {
+			t.Errorf("%s: card %+v", rep.Implementation, *c)
+		}
+		for _, ch := range rep.Checks {
+			if ch.Status != Pass {
+				t.Errorf("%s: %s: %s %s", rep.Implementation, ch.Name, ch.Status, ch.Detail)
+			}
+		}
+		if other, _ := Run(context.Background(), impl, AlignTopLeft); other.Conformant {
+			t.Errorf("%s: conformant to top-left as well", rep.Implementation)
+		}
+	}
+	if proc.Calls() < 500 {
+		t.Errorf("the checks made %d calls through the process, want hundreds", proc.Calls())
+	}
+}
+
+// TestFaultsThroughTheProcess: every registered attention fault, served by
+// a separate process, is caught by exactly the checks that catch it in the
+// lab: the protocol hides nothing.
+func TestFaultsThroughTheProcess(t *testing.T) {
+	inLab := map[string][]string{}
+	suites := map[string]checks.Suite[checks.Impl]{}
+	for _, f := range faults.Attention() {
+		suites[f.Name] = checks.Attention()
+	}
+	for _, f := range attentionFaults() {
+		for _, c := range suites[f.Name].Checks {
+			if !c.Run(f.Impl).Pass {
+				inLab[f.Name] = append(inLab[f.Name], c.Name)
+			}
+		}
+	}
+	for _, f := range attentionFaults() {
+		t.Run(f.Name, func(t *testing.T) {
+			proc, err := startTestAdapter(t, "fault:"+f.Name, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer proc.Close()
+			w := &wrapped{impl: proc, caps: proc.Caps}
+			var caught []string
+			for _, c := range suites[f.Name].Checks {
+				w.skip = ""
+				r := c.Run(w.checksImpl())
+				if w.fatal != nil {
+					t.Fatalf("the adapter failed: %v", w.fatal)
+				}
+				if w.skip != "" {
+					t.Fatalf("%s skipped through the process: %s", c.Name, w.skip)
+				}
+				if !r.Pass {
+					caught = append(caught, c.Name)
+				}
+			}
+			if len(caught) == 0 {
+				t.Fatal("not caught through the process")
+			}
+			if !slices.Equal(caught, inLab[f.Name]) {
+				t.Errorf("caught through the process by %v, in the lab by %v", caught, inLab[f.Name])
+			}
+		})
+	}
+}
+
+// TestAdapterFailures: an adapter that crashes, hangs, closes its output,
+// answers with a wrong shape, dtype or name, or declares nonsense, gives an
+// error naming the adapter and the request, within the timeout, and the
+// process is reaped.
+func TestAdapterFailures(t *testing.T) {
+	req := randomRequest(1, 1, 1, 1, 2, 2, 4)
+	req.DType = "float64"
+	for _, c := range []struct {
+		how, want string
+	}{
+		{"crash", "closed its output"},
+		{"hang", "no answer within"},
+		{"close", "closed its output"},
+		{"shape", `tensor "o" has shape`},
+		{"dtype", `tensor "o" has dtype F32`},
+		{"name", `lacks tensor "o"`},
+	} {
+		t.Run(c.how, func(t *testing.T) {
+			a, err := startTestAdapter(t, "misbehave:"+c.how, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = a.Attention(req)
+			var ae *Error
+			if !errors.As(err, &ae) || !strings.Contains(err.Error(), c.want) || ae.Request != "attention #1" || !strings.Contains(err.Error(), os.Args[0]) {
+				t.Errorf("error %v, want one naming the adapter, attention #1 and %q", err, c.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v", d)
+			}
+			a.Close()
+			if a.cmd.ProcessState == nil {
+				t.Error("the adapter process was not reaped")
+			}
+			// a dead adapter answers nothing more
+			if _, err := a.Attention(req); err == nil {
+				t.Error("a second request to a failed adapter: no error")
+			}
+		})
+	}
+	for _, how := range []string{"badcaps", "nohello"} {
+		if a, err := startTestAdapter(t, "misbehave:"+how, 2*time.Second); err == nil || !strings.Contains(err.Error(), "hello") {
+			t.Errorf("%s: %v, want an error at hello", how, err)
+			if a != nil {
+				a.Close()
+			}
+		}
+	}
+	if _, err := Start(context.Background(), "/nonexistent/adapter --flag", time.Second); err == nil {
+		t.Error("a missing adapter program: no error")
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	got, err := splitWords(`python3 'my adapter.py' --name "a \"b\"" x`)
+	if err != nil || !slices.Equal(got, []string{"python3", "my adapter.py", "--name", `a "b"`, "x"}) {
+		t.Errorf("%q, %v", got, err)
+	}
+	if _, err := splitWords(`a 'b`); err == nil {
+		t.Error("an unterminated quote: no error")
+	}
+}
