@@ -5,6 +5,24 @@ Usage:
 
     /usr/bin/python3 torch_train.py CHECKPOINT BATCHES.safetensors OUT.safetensors [CHECKPOINT BATCHES OUT ...]
     /usr/bin/python3 torch_train.py bench CONFIG.json
+    torchrun [torchrun flags] torch_train.py ddp --run RUN [--out DIR] [--steps N] [--dtype float32|float64] [--save-every K] [--log FILE]
+
+Data-parallel training (ddp), the way to train attnlab's model on many
+machines: RUN is the folder that `attnlab train -prepare` writes (its
+step-0 checkpoint and options in RUN/checkpoint, its training windows and
+their order in RUN/data.safetensors). Every process of the torchrun job
+reads RUN, takes the run's micro-batches in attnlab's order and keeps its
+share of each (the batch must split evenly over the processes), and trains
+the decoder below wrapped in torch.nn.parallel.DistributedDataParallel
+(gloo backend, CPU): each process scales its summed loss by world size /
+the micro-batch's target count, so that DDP's averaging gives attnlab's
+gradient of the micro-batch's mean loss; clipping, schedule and AdamW are
+attnlab's. Rank 0 writes a checkpoint directory attnlab loads
+(config.json and tokenizer.json of the run, model.safetensors in the
+dtype) to DIR/checkpoint (default RUN/torch), whole, every K steps and at
+the end, and a JSON line per step to --log. With Debian's torch 1.13 on
+Python 3.11, give torchrun "--redirects 2 --tee 2": its defaults fail to
+parse there.
 
 Training run (the first form). CHECKPOINT is a checkpoint directory as
 attnlab's model.Save writes it (config.json and model.safetensors, F32 or
@@ -269,6 +287,201 @@ def main_train(argv):
     return 0
 
 
+# ---------------------------------------------------------------- data-parallel training
+
+
+class Decoder(torch.nn.Module):
+    """torch_oracle.py's decoder as a Module (DistributedDataParallel wraps
+    Modules): its parameters under their HF names, dots spelled "__"."""
+
+    def __init__(self, c, weights, dtype):
+        super().__init__()
+        self.c = c
+        self.names = list(weights)  # the checkpoint's order: attnlab's model.Tensors
+        self.p = torch.nn.ParameterDict({n.replace(".", "__"): torch.nn.Parameter(weights[n].to(dtype)) for n in self.names})
+
+    def params(self):
+        return {n: self.p[n.replace(".", "__")] for n in self.names}
+
+    def forward(self, tokens, valid, seg, targets):
+        """The summed cross-entropy over the counted targets, and their count."""
+        loss, count = decoder_loss(self.c, self.params(), tokens, valid, seg, targets)
+        if loss is None:
+            return sum(p.sum() * 0 for p in self.p.values()), 0  # every parameter in the graph
+        return loss * count, count
+
+
+def read_run(run):
+    """The prepared run of attnlab train -prepare: (config, weights, state,
+    data tensors, data metadata)."""
+    ckpt = os.path.join(run, "checkpoint")
+    try:
+        with open(os.path.join(ckpt, "config.json")) as f:
+            kind = json.load(f).get("attnlab_kind", "language-model")
+    except OSError as e:
+        raise OracleError("%s: %s (want the folder of attnlab train -prepare)" % (ckpt, e.strerror or e))
+    if kind != "language-model":
+        raise OracleError("%s holds a %s checkpoint, not a language model" % (ckpt, kind))
+    c, weights = oracle.read_checkpoint(ckpt)
+    with open(os.path.join(ckpt, "trainer_state.json")) as f:
+        state = json.load(f)
+    data, meta = oracle.read_safetensors(os.path.join(run, "data.safetensors"))
+    for name in ("tokens", "valid", "order"):
+        if name not in data:
+            raise OracleError("%s: tensor %s missing" % (os.path.join(run, "data.safetensors"), json.dumps(name)))
+    return c, weights, state, data, meta
+
+
+class Cursor:
+    """attnlab's train.Cursor over the exported epoch orders."""
+
+    def __init__(self, order, epoch=0, nxt=0):
+        self.order, self.epoch, self.next = order, epoch, nxt
+
+    def take(self, n):
+        out = []
+        while len(out) < n:
+            if self.next >= self.order.shape[1]:
+                self.epoch, self.next = self.epoch + 1, 0
+                if self.epoch >= self.order.shape[0]:
+                    raise OracleError("the data holds the order of %d epochs; prepare the run for more steps" % self.order.shape[0])
+            out.append(int(self.order[self.epoch, self.next]))
+            self.next += 1
+        return out
+
+
+def save_checkpoint(dst, src_ckpt, model, c, dtype):
+    """Writes the weights as a checkpoint directory attnlab loads (config.json
+    and tokenizer.json copied from the run, model.safetensors in the
+    dtype), whole: built beside dst and renamed into place."""
+    parent = os.path.dirname(os.path.abspath(dst))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(dst) + ".tmp-", dir=parent)
+    for name in ("config.json", "tokenizer.json"):
+        src = os.path.join(src_ckpt, name)
+        if os.path.exists(src):
+            with open(src, "rb") as f, open(os.path.join(tmp, name), "wb") as g:
+                g.write(f.read())
+    np_dtype = np.float32 if dtype == torch.float32 else np.float64
+    weights = {n: t.detach().numpy().astype(np_dtype) for n, t in model.params().items()}
+    oracle.write_safetensors(os.path.join(tmp, "model.safetensors"), weights, {"format": "pt"})
+    old = None
+    if os.path.exists(dst):
+        old = tmp + ".old"
+        os.rename(dst, old)
+    os.rename(tmp, dst)
+    if old:
+        import shutil
+        shutil.rmtree(old)
+
+
+def ddp(argv):
+    """The ddp subcommand: see the module documentation."""
+    import argparse
+    import torch.distributed as dist
+    ap = argparse.ArgumentParser(prog="torch_train.py ddp")
+    ap.add_argument("--run", required=True, help="the folder of attnlab train -prepare")
+    ap.add_argument("--out", help="where checkpoints go (default RUN/torch)")
+    ap.add_argument("--steps", type=int, help="optimiser steps (default: the run's)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (0: at the end only)")
+    ap.add_argument("--log", help="a JSON line per step: step, loss, grad_norm, lr, tokens (rank 0)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dtype = torch.float32 if a.dtype == "float32" else torch.float64
+    c, weights, state, data, meta = read_run(a.run)
+    o = state["options"]
+    B, accum = o["BatchSize"], o["Accum"]
+    if B % world != 0:
+        raise OracleError("the run's batch of %d windows does not split over %d processes" % (B, world))
+    per = B // world
+    steps = a.steps if a.steps is not None else o["Steps"]
+    sch = o["Schedule"]
+    tokens = torch.from_numpy(data["tokens"].astype(np.int64))
+    valid = torch.from_numpy(data["valid"].astype(np.int64)) != 0
+    seg = torch.from_numpy(data["seg"].astype(np.int64)) if "seg" in data else None
+    cursor = Cursor(data["order"], state["epoch"], state["next"])
+
+    model = Decoder(c, weights, dtype)
+    net = torch.nn.parallel.DistributedDataParallel(model)
+    names = model.names
+    params = model.params()
+    decay_all = o.get("DecayAll", False)
+    groups = [
+        {"params": [params[n] for n in names if decay_all or decay_for(n)], "weight_decay": o["WeightDecay"]},
+        {"params": [params[n] for n in names if not (decay_all or decay_for(n))], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=sch["Peak"], betas=(o["Beta1"], o["Beta2"]),
+                            eps=o["Eps"], foreach=False)
+    plist = [params[n] for n in names]
+    out = a.out or os.path.join(a.run, "torch")
+    log = open(a.log, "w") if a.log and rank == 0 else None
+    start = state["step"]
+    for s in range(start, start + steps):
+        opt.zero_grad(set_to_none=False)
+        loss_sum, count_sum = 0.0, 0
+        for k in range(accum):
+            idx = cursor.take(B)[rank * per:(rank + 1) * per]  # every rank draws the whole micro-batch, keeps its part
+            t, v = tokens[idx], valid[idx]
+            g = seg[idx] if seg is not None else None
+            targets = oracle.shifted_targets(t, v, g)
+            local = torch.tensor([float((targets != IGNORE_INDEX).sum())], dtype=torch.float64)
+            dist.all_reduce(local)  # the micro-batch's targets over all ranks
+            count = int(local.item())
+            ctx = net.no_sync() if k < accum - 1 else _nullcontext()
+            with ctx:
+                lsum, n = net(t, v, g, targets)
+                # attnlab's loss is the micro-batch's mean over all its
+                # targets; DDP averages the ranks' gradients, so each rank
+                # scales its sum by world / count
+                scaled = lsum * (world / max(count, 1)) / accum
+                scaled.backward()
+            total = torch.tensor([float(lsum.detach())], dtype=torch.float64)
+            dist.all_reduce(total)
+            if count > 0:
+                loss_sum += float(total.item()) / count / accum
+            count_sum += count
+        if o["Clip"] > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(plist, o["Clip"]))
+        else:
+            norm = float(torch.norm(torch.stack([torch.norm(p.grad) for p in plist])))
+        if not math.isfinite(norm) or not math.isfinite(loss_sum):
+            raise OracleError("step %d: loss %r, gradient norm %r: not finite" % (s + 1, loss_sum, norm))
+        lr = schedule(s, sch["Peak"], sch["Min"], sch["Warmup"], sch["Total"])
+        for grp in opt.param_groups:
+            grp["lr"] = lr
+        opt.step()
+        if log:
+            log.write(json.dumps({"step": s + 1, "loss": loss_sum, "grad_norm": norm, "lr": lr, "tokens": count_sum}) + "\n")
+            log.flush()
+        if rank == 0 and a.save_every and (s + 1) % a.save_every == 0:
+            save_checkpoint(os.path.join(out, "checkpoint"), os.path.join(a.run, "checkpoint"), model, c, dtype)
+    if rank == 0:
+        save_checkpoint(os.path.join(out, "checkpoint"), os.path.join(a.run, "checkpoint"), model, c, dtype)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main_ddp(argv):
+    try:
+        return ddp(argv)
+    except OracleError as e:
+        sys.stderr.write("torch_train ddp: %s\n" % " ".join(str(e).split()))
+        return 1
+
+
 # ---------------------------------------------------------------- benchmark
 
 
@@ -503,4 +716,6 @@ def main_bench(argv):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["bench"]:
         sys.exit(main_bench(sys.argv[2:]))
+    if sys.argv[1:2] == ["ddp"]:
+        sys.exit(main_ddp(sys.argv[2:]))
     sys.exit(main_train(sys.argv[1:]))

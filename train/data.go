@@ -8,11 +8,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
+	"github.com/attnlab/attnlab/safetensors"
 )
 
 // Document is one source file of a corpus.
@@ -237,4 +240,102 @@ func Params[T nn.Float](m *model.Model[T], p, g *model.Params[T], decayAll bool)
 		out[i] = Param[T]{Name: pt[i].Name, X: pt[i].Data, Grad: gt[i].Data, Decay: decayAll || DecayFor(pt[i].Name)}
 	}
 	return out
+}
+
+// DataFile is the file of a run's training windows that the PyTorch trainer
+// reads (python/torch_train.py ddp).
+const DataFile = "data.safetensors"
+
+// WriteFile writes the windows and their order in the first epochs (the
+// permutations of Order, which a trainer in another language cannot draw)
+// to a safetensors file: I64 tensors tokens, valid and, when packed, seg
+// [W, T], and order [epochs, W]; metadata window and seed.
+func (w *Windows) WriteFile(path string, seed uint64, epochs int) error {
+	W, T := len(w.Tokens), w.T
+	f := safetensors.New()
+	f.Metadata = map[string]string{"window": strconv.Itoa(T), "seed": strconv.FormatUint(seed, 10), "bytes": strconv.Itoa(w.Bytes)}
+	flat := func(rows [][]int) []int64 {
+		out := make([]int64, 0, W*T)
+		for _, r := range rows {
+			for _, v := range r {
+				out = append(out, int64(v))
+			}
+		}
+		return out
+	}
+	f.SetI64("tokens", []int{W, T}, flat(w.Tokens))
+	valid := make([]int64, 0, W*T)
+	for _, r := range w.Valid {
+		for _, v := range r {
+			valid = append(valid, b2i(v))
+		}
+	}
+	f.SetI64("valid", []int{W, T}, valid)
+	if w.Seg != nil {
+		f.SetI64("seg", []int{W, T}, flat(w.Seg))
+	}
+	order := make([]int64, 0, epochs*W)
+	for e := range epochs {
+		for _, i := range Order(W, seed, e) {
+			order = append(order, int64(i))
+		}
+	}
+	f.SetI64("order", []int{epochs, W}, order)
+	return safetensors.WriteFile(path, f)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ReadWindows reads a file written by Windows.WriteFile: the windows, and
+// the seed of their order.
+func ReadWindows(path string) (*Windows, uint64, error) {
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: %w", err)
+	}
+	tokens, shape, err := f.Int64("tokens")
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: %s: %w", path, err)
+	}
+	if len(shape) != 2 {
+		return nil, 0, fmt.Errorf("train: %s: tokens has shape %v, want [windows, T]", path, shape)
+	}
+	W, T := shape[0], shape[1]
+	valid, vs, err := f.Int64("valid")
+	if err != nil || !slices.Equal(vs, shape) {
+		return nil, 0, fmt.Errorf("train: %s: valid: want I64 %v (%v)", path, shape, err)
+	}
+	var seg []int64
+	if f.Has("seg") {
+		var ss []int
+		if seg, ss, err = f.Int64("seg"); err != nil || !slices.Equal(ss, shape) {
+			return nil, 0, fmt.Errorf("train: %s: seg: want I64 %v (%v)", path, shape, err)
+		}
+	}
+	seed, err := strconv.ParseUint(f.Metadata["seed"], 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: %s: metadata seed: %v", path, err)
+	}
+	w := &Windows{T: T}
+	w.Bytes, _ = strconv.Atoi(f.Metadata["bytes"])
+	for i := range W {
+		toks, ok := make([]int, T), make([]bool, T)
+		for t := range T {
+			toks[t], ok[t] = int(tokens[i*T+t]), valid[i*T+t] != 0
+		}
+		w.Tokens, w.Valid = append(w.Tokens, toks), append(w.Valid, ok)
+		if seg != nil {
+			s := make([]int, T)
+			for t := range T {
+				s[t] = int(seg[i*T+t])
+			}
+			w.Seg = append(w.Seg, s)
+		}
+	}
+	return w, seed, nil
 }

@@ -53,6 +53,10 @@ type RunOptions struct {
 	Out    string // the run folder: checkpoint, curves, plot
 	Resume bool   // continue the run in Out
 	Force  bool   // start over in an Out that holds a run
+	// Prepare writes the run's step-0 checkpoint and its training windows
+	// (DataFile, in the order the trainer takes them) and stops: the input
+	// of the PyTorch trainer, python/torch_train.py ddp.
+	Prepare bool
 }
 
 // Validate checks the options before any work: a one-line error naming
@@ -75,6 +79,8 @@ func (o RunOptions) Validate() error {
 		return fmt.Errorf("val-kb %d: want >= 1", o.ValKB)
 	case o.Resume && o.Force:
 		return errors.New("resume and force: choose one")
+	case o.Prepare && o.Resume:
+		return errors.New("prepare and resume: choose one")
 	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
 		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
 	}
@@ -301,6 +307,18 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	}
 	if err := corpus.WriteFileList(filepath.Join(o.Out, HeldOutFile), absolute(heldRead), "/"); err != nil {
 		return nil, err
+	}
+	if o.Prepare {
+		epochs := (o.Steps*o.BatchSize*o.Accum)/len(trainData.Tokens) + 1
+		if err := trainData.WriteFile(filepath.Join(o.Out, DataFile), o.Seed, epochs); err != nil {
+			return nil, err
+		}
+		files, err := tr.Files()
+		if err != nil {
+			return nil, err
+		}
+		files["tokenizer.json"] = tokJSON.Bytes()
+		return res, m.Save(ckpt, p, files)
 	}
 	offset := Mean(loop.Rows, "seconds", -1) // a resumed run's clock goes on
 	if math.IsNaN(offset) {

@@ -72,6 +72,7 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 	fs.IntVar(&o.SaveEvery, "ckpt-every", 250, "checkpoint every N steps")
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run in OUT")
 	fs.BoolVar(&o.Force, "force", false, "start over in an OUT that holds a run")
+	fs.BoolVar(&o.Prepare, "prepare", false, "write the step-0 checkpoint and the training windows (OUT/data.safetensors) and stop: the input of the PyTorch trainer (python/torch_train.py ddp)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for initialisation, data order and sampling of files")
 	fs.BoolVar(&o.CheckpointActivations, "checkpoint-activations", false, "recompute each block's activations in the backward (less memory, same gradients)")
 	quiet := fs.Bool("quiet", false, "no progress")
@@ -112,6 +113,10 @@ func runTrain(ctx context.Context, o *train.RunOptions, quiet bool, stdout io.Wr
 	}
 	if err != nil {
 		return err
+	}
+	if o.Prepare {
+		fmt.Fprintf(stdout, "prepared: the step-0 checkpoint %s and the training windows %s\n", res.Checkpoint, filepath.Join(o.Out, train.DataFile))
+		return nil
 	}
 	l := res.Loop
 	if l.Steps() == 0 {
