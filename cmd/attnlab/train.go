@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/train"
@@ -76,8 +78,12 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for initialisation, data order and sampling of files")
 	fs.BoolVar(&o.CheckpointActivations, "checkpoint-activations", false, "recompute each block's activations in the backward (less memory, same gradients)")
 	quiet := fs.Bool("quiet", false, "no progress")
+	preset := fs.String("preset", "", "a documented recipe of flag values (flags given explicitly win): "+strings.Join(presetNames(), ", "))
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := noArgs(args); err != nil {
+			return err
+		}
+		if err := applyPreset(fs, *preset); err != nil {
 			return err
 		}
 		o.Model.RMSNormEps, o.Model.RopeTheta, o.Model.TieWordEmbeddings = 1e-5, 10000, true
@@ -136,4 +142,53 @@ func runTrain(ctx context.Context, o *train.RunOptions, quiet bool, stdout io.Wr
 // loadLM loads a language-model checkpoint, refusing another kind.
 func loadLM(dir string) (*model.Model[float32], *model.Params[float32], error) {
 	return model.LoadLM[float32](dir)
+}
+
+// presets are the documented recipes of attnlab train: flag values, which
+// flags given on the command line override. Each is measured in the README.
+var presets = map[string][][2]string{
+	// pretrain: the language model shipped in models/lm, on the standard
+	// library and the Debian corpus (-corpus is the user's); chosen from
+	// the scaling study of the README.
+	"pretrain": {
+		{"corpus-mb", "0"}, {"val-frac", "0.1"}, {"val-kb", "512"}, {"tokenizer-mb", "32"}, {"vocab", "4096"},
+		{"window", "512"}, {"batch", "8"}, {"shards", "2"},
+		{"dim", "192"}, {"layers", "6"}, {"heads", "6"}, {"kv-heads", "2"}, {"ffn", "512"},
+		{"steps", "8000"}, {"warmup", "200"}, {"lr", "2e-3"}, {"min-lr", "2e-4"}, {"wd", "0.1"},
+		{"eval-every", "250"}, {"ckpt-every", "100"},
+	},
+}
+
+func presetNames() []string {
+	var names []string
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// applyPreset sets the preset's values of the flags not given on the
+// command line.
+func applyPreset(fs *flag.FlagSet, name string) error {
+	if name == "" {
+		return nil
+	}
+	values, ok := presets[name]
+	if !ok {
+		return usagef("-preset %q: want one of %s", name, strings.Join(presetNames(), ", "))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if name == "pretrain" && !given["corpus"] {
+		return usagef("-preset pretrain needs -corpus DIR (the folder of attnlab corpus fetch)")
+	}
+	for _, kv := range values {
+		if !given[kv[0]] {
+			if err := fs.Set(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
