@@ -496,3 +496,180 @@ func TestTorchComposite(t *testing.T) {
 			empty, describe(rowValues(r, got.O, 0, 0)), got.LSE[0], describe(got.DQ[:r.D]), describe(got.DK), describe(got.DV))
 	})
 }
+
+// errorPath sends a request the implementation raises on (Hq = 3 query
+// heads on Hkv = 2 K/V heads, which no implementation can group), checks
+// that the answer is an error response, and that the adapter still answers
+// the next request correctly.
+func errorPath(t *testing.T, a *conform.Adapter, dtype string) {
+	t.Helper()
+	bad := newRequest(5, shape{1, 3, 2, 2, 4, 4, 4}, dtype, false)
+	resp, err := a.Attention(bad)
+	if err != nil {
+		t.Fatalf("a request the implementation raises on: %v", err)
+	}
+	if resp.Err == "" || strings.Contains(resp.Err, "\n") {
+		t.Fatalf("Hq=3, Hkv=2: error %q, want an error response of one line", resp.Err)
+	}
+	t.Logf("Hq=3, Hkv=2: error response %q", resp.Err)
+	good := newRequest(6, shape{1, 2, 2, 3, 3, 4, 4}, dtype, false)
+	good.Causal = true
+	closeTo(t, "o after an error response", call(t, a, good).O, reference(t, good).O, tolerance(dtype))
+}
+
+// observeCausal logs where the causal diagonal of a causal-flag adapter
+// sits for M < N (a chunk after a cache) and M > N.
+func observeCausal(t *testing.T, a *conform.Adapter, dtype string) {
+	t.Helper()
+	for _, s := range []shape{{1, 2, 2, 3, 7, 4, 4}, {1, 2, 2, 5, 3, 4, 4}} {
+		r := newRequest(7, s, dtype, false)
+		r.Causal = true
+		resp, err := a.Attention(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := "M < N"
+		if s.M > s.N {
+			rel = "M > N"
+		}
+		if resp.Err != "" {
+			t.Logf("causal %s (M=%d, N=%d, past=%d): error response %q", rel, s.M, s.N, s.N-s.M, resp.Err)
+			continue
+		}
+		t.Logf("causal %s (M=%d, N=%d, past=%d): the diagonal is %s; NaN rows %v", rel, s.M, s.N, s.N-s.M,
+			alignment(r, resp.O), nanRows(r, resp.O))
+	}
+}
+
+// observeEmptyRow sends a boolean mask in which query row 1 of batch item
+// 0 sees no key and logs what the adapter answers there; the other rows
+// must match the plain forward.
+func observeEmptyRow(t *testing.T, a *conform.Adapter, dtype string, grads bool) {
+	t.Helper()
+	r := newRequest(8, shape{1, 2, 2, 3, 5, 4, 4}, dtype, grads)
+	r.Mask = make([]bool, r.M*r.N)
+	for i := range r.M {
+		for j := range r.N {
+			r.Mask[i*r.N+j] = i != 1 && j <= i+2
+		}
+	}
+	resp, err := a.Attention(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Err != "" {
+		t.Logf("a valid row that sees no key: error response %q", resp.Err)
+		return
+	}
+	want := maskedForward(r, func(b, i, j int) bool { return r.Mask[i*r.N+j] }, contiguous(r))
+	for _, i := range []int{0, 2} {
+		closeTo(t, fmt.Sprintf("o row %d (beside the empty row)", i), rowValues(r, resp.O, 0, i), rowValues(r, want, 0, i), tolerance(dtype))
+	}
+	msg := fmt.Sprintf("a valid row that sees no key (%s): o = %s", dtype, describe(rowValues(r, resp.O, 0, 1)))
+	if resp.DQ != nil {
+		msg += fmt.Sprintf("; backward: dq of the row = %s, dq of the other rows = %s, dk = %s, dv = %s",
+			describe(resp.DQ[r.D:2*r.D]), describe(resp.DQ[:r.D]), describe(resp.DK), describe(resp.DV))
+	}
+	t.Log(msg)
+}
+
+// ---------------------------------------------------------------- PyTorch SDPA (1.13)
+
+func TestTorchSDPA(t *testing.T) {
+	needTorch(t)
+	a := start(t, pythonAdapter("torch_sdpa.py"))
+	checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32", "float64"}, Gradients: true,
+		Masks: []string{"causal", "bool"}, KVCache: true})
+
+	for _, dtype := range []string{"float64", "float32"} {
+		t.Run(dtype, func(t *testing.T) {
+			// Causal flag only where M == N: the alignments agree there.
+			r := newRequest(10, shape{2, 2, 2, 5, 5, 4, 3}, dtype, true)
+			r.Causal = true
+			compare(t, r, call(t, a, r), reference(t, r))
+			// No mask, a chunk against a longer K/V.
+			r = newRequest(11, shape{1, 3, 3, 2, 6, 4, 4}, dtype, true)
+			compare(t, r, call(t, a, r), reference(t, r))
+			// attnlab's position rule with a cache, as a boolean mask.
+			r = newRequest(12, shape{2, 2, 2, 3, 7, 4, 5}, dtype, true)
+			r.Causal, r.Window, r.KValid = true, 4, []int64{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}
+			compare(t, r, call(t, a, asBool(r)), reference(t, r))
+
+			observeCausal(t, a, dtype)
+			observeEmptyRow(t, a, dtype, true)
+		})
+	}
+	t.Run("GQA", func(t *testing.T) {
+		r := newRequest(13, shape{1, 4, 2, 3, 3, 4, 4}, "float64", false)
+		resp, err := a.Attention(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Err == "" {
+			t.Errorf("Hq=4, Hkv=2 answered though gqa is not declared: declare it")
+		}
+		t.Logf("GQA Hq=4, Hkv=2: error response %q", resp.Err)
+	})
+	t.Run("error response", func(t *testing.T) { errorPath(t, a, "float64") })
+}
+
+// ---------------------------------------------------------------- torch.nn.MultiheadAttention
+
+func TestTorchMHA(t *testing.T) {
+	needTorch(t)
+	a := start(t, pythonAdapter("torch_mha.py"))
+	checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32", "float64"}, Gradients: true,
+		Masks: []string{"causal", "bool", "validity"}, KVCache: true})
+
+	for _, dtype := range []string{"float64", "float32"} {
+		t.Run(dtype, func(t *testing.T) {
+			for _, c := range []struct {
+				name string
+				s    shape
+				set  func(r *conform.Request)
+			}{
+				// The adapter builds its causal mask from past = N - M.
+				{"causal M<N cache", shape{2, 2, 2, 3, 7, 4, 4}, func(r *conform.Request) { r.Causal = true }},
+				{"causal M==N", shape{1, 3, 3, 4, 4, 2, 2}, func(r *conform.Request) { r.Causal = true }},
+				{"Dv > D", shape{1, 2, 2, 3, 5, 3, 7}, func(r *conform.Request) { r.Causal = true }},
+				{"Dv < D", shape{1, 2, 2, 3, 5, 4, 2}, nil},
+				{"key padding", shape{2, 2, 2, 3, 6, 4, 4}, func(r *conform.Request) {
+					r.Causal, r.KValid = true, []int64{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}
+				}},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					r := newRequest(uint64(20+len(c.name)), c.s, dtype, true)
+					if c.set != nil {
+						c.set(r)
+					}
+					want := reference(t, r)
+					compare(t, r, call(t, a, r), want)
+					compare(t, r, call(t, a, asBool(r)), want)
+				})
+			}
+			// Causal with M > N: the first M-N rows see no key.
+			r := newRequest(30, shape{1, 2, 2, 5, 3, 4, 4}, dtype, false)
+			r.Causal = true
+			got := call(t, a, r)
+			if nan, empty := nanRows(r, got.O), emptyRows(r); !slices.Equal(nan, empty) {
+				t.Errorf("causal M > N: NaN rows %v, want the empty rows %v", nan, empty)
+			}
+			if !agrees(r, got.O, maskedForward(r, bottomRight(r), contiguous(r))) {
+				t.Errorf("causal M > N: the rows that see keys differ from the position rule")
+			}
+			observeEmptyRow(t, a, dtype, true)
+		})
+	}
+	t.Run("query padding", func(t *testing.T) {
+		// q_valid cannot be expressed: row 0 is computed like any other.
+		r := newRequest(31, shape{1, 2, 2, 3, 5, 4, 4}, "float64", true)
+		r.Causal, r.QValid = true, []int64{0, 1, 1}
+		got := call(t, a, r)
+		plain := *r
+		plain.QValid = nil
+		closeTo(t, "o with q_valid", got.O, reference(t, &plain).O, 1e-11)
+		t.Logf("a padding query row (q_valid = 0): o = %s, dq of the row = %s (attnlab: zero and no gradient)",
+			describe(rowValues(r, got.O, 0, 0)), describe(got.DQ[:r.D]))
+	})
+	t.Run("error response", func(t *testing.T) { errorPath(t, a, "float64") })
+}
