@@ -51,9 +51,17 @@ var ortMissing = sync.OnceValue(func() string {
 	if _, err := os.Stat(filepath.Join("node", "node_modules", "onnxruntime-node")); err != nil {
 		return "adapters/node/node_modules/onnxruntime-node is missing: run (cd adapters/node && npm install --ignore-scripts)"
 	}
-	out, err := exec.Command("node", "-e", `require("onnxruntime-node")`).CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("onnxruntime-node does not load: %s", strings.TrimSpace(string(out)))
+	cmd := exec.Command("node", "-e", `require("onnxruntime-node")`)
+	cmd.Dir = "node"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		msg := err.Error()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "Error") {
+				msg = line
+				break
+			}
+		}
+		return "onnxruntime-node does not load: " + msg
 	}
 	return ""
 })
@@ -672,4 +680,118 @@ func TestTorchMHA(t *testing.T) {
 			describe(rowValues(r, got.O, 0, 0)), describe(got.DQ[:r.D]))
 	})
 	t.Run("error response", func(t *testing.T) { errorPath(t, a, "float64") })
+}
+
+// ---------------------------------------------------------------- ONNX Runtime
+
+// headMapping compares the answer to a GQA request with both head
+// mappings, logs which one it is and fails when it is neither.
+func headMapping(t *testing.T, r *conform.Request, o []float64, vis func(b, i, j int) bool) {
+	t.Helper()
+	var found []string
+	if agrees(r, o, maskedForward(r, vis, contiguous(r))) {
+		found = append(found, "contiguous (h / (Hq/Hkv), as attnlab)")
+	}
+	if agrees(r, o, maskedForward(r, vis, interleaved(r))) {
+		found = append(found, "interleaved (h mod Hkv)")
+	}
+	if len(found) == 0 {
+		t.Errorf("GQA Hq=%d, Hkv=%d: the answer matches neither head mapping", r.Hq, r.Hkv)
+		return
+	}
+	t.Logf("GQA Hq=%d, Hkv=%d: head mapping %s", r.Hq, r.Hkv, strings.Join(found, " = "))
+}
+
+func TestORTAttention(t *testing.T) {
+	needORT(t)
+	for _, opset := range []int{24, 23} {
+		t.Run(fmt.Sprintf("opset%d", opset), func(t *testing.T) {
+			a := start(t, nodeAdapter(fmt.Sprintf("attention --opset %d", opset)))
+			checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32"}, GQA: true,
+				Masks: []string{"causal", "bool"}, KVCache: true, Scale: true})
+			const f = "float32"
+			for _, c := range []struct {
+				name string
+				s    shape
+				set  func(r *conform.Request)
+				bool bool // send the configuration as a boolean mask
+			}{
+				{"causal M==N", shape{2, 2, 2, 5, 5, 4, 3}, func(r *conform.Request) { r.Causal = true }, false},
+				{"not causal M<N cache", shape{2, 2, 2, 3, 7, 4, 5}, nil, false},
+				{"scale", shape{1, 2, 2, 3, 6, 4, 4}, func(r *conform.Request) { r.Scale = 0.3 }, false},
+				{"bool mask M==N", shape{1, 2, 2, 4, 4, 4, 4}, func(r *conform.Request) { r.Causal, r.Window = true, 2 }, true},
+				{"bool mask M<N cache", shape{2, 2, 2, 3, 7, 4, 4}, func(r *conform.Request) {
+					r.Causal, r.Window, r.KValid = true, 5, []int64{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}
+				}, true},
+				{"GQA bool mask M<N cache", shape{1, 4, 2, 2, 5, 4, 4}, func(r *conform.Request) { r.Causal = true }, true},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					r := newRequest(uint64(40+len(c.name)), c.s, f, false)
+					if c.set != nil {
+						c.set(r)
+					}
+					want := reference(t, r)
+					send := r
+					if c.bool {
+						send = asBool(r)
+					}
+					compare(t, r, call(t, a, send), want)
+				})
+			}
+			t.Run("GQA causal M==N", func(t *testing.T) {
+				r := newRequest(50, shape{2, 6, 2, 4, 4, 4, 4}, f, false)
+				r.Causal = true
+				got := call(t, a, r)
+				headMapping(t, r, got.O, bottomRight(r))
+				compare(t, r, got, reference(t, r))
+			})
+			observeCausal(t, a, f)
+			observeEmptyRow(t, a, f, false)
+			t.Run("error response", func(t *testing.T) { errorPath(t, a, f) })
+		})
+	}
+}
+
+func TestORTGroupQueryAttention(t *testing.T) {
+	needORT(t)
+	a := start(t, nodeAdapter("gqa"))
+	checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32"}, GQA: true, Masks: []string{"causal"}, KVCache: true, Scale: true})
+	const f = "float32"
+	for _, c := range []struct {
+		name string
+		s    shape
+		set  func(r *conform.Request)
+	}{
+		// Causal only where M == N; D = 8 needs no padding, D = 4 and
+		// Dv != D are padded by the adapter.
+		{"causal M==N D=8", shape{2, 4, 2, 5, 5, 8, 8}, func(r *conform.Request) { r.Causal = true }},
+		{"causal M==N D=4", shape{2, 2, 2, 4, 4, 4, 4}, func(r *conform.Request) { r.Causal = true }},
+		{"causal M==N Dv!=D", shape{1, 2, 1, 3, 3, 4, 6}, func(r *conform.Request) { r.Causal = true }},
+		{"causal M==N scale", shape{1, 2, 2, 3, 3, 8, 8}, func(r *conform.Request) { r.Causal, r.Scale = true, 0.3 }},
+		// Not causal, a chunk after a cache (every key visible), one batch
+		// item and two (run one at a time).
+		{"not causal M<N cache", shape{1, 4, 2, 3, 7, 8, 8}, nil},
+		{"not causal M<N cache B=2", shape{2, 2, 1, 2, 6, 4, 4}, nil},
+		{"decode step M=1 B=2", shape{2, 2, 2, 1, 6, 8, 8}, func(r *conform.Request) { r.Causal = true }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRequest(uint64(60+len(c.name)), c.s, f, false)
+			if c.set != nil {
+				c.set(r)
+			}
+			compare(t, r, call(t, a, r), reference(t, r))
+		})
+	}
+	t.Run("GQA causal M==N", func(t *testing.T) {
+		r := newRequest(70, shape{1, 6, 2, 4, 4, 8, 8}, f, false)
+		r.Causal = true
+		headMapping(t, r, call(t, a, r).O, bottomRight(r))
+	})
+	observeCausal(t, a, f)
+	t.Run("causal M<N cache B=2", func(t *testing.T) {
+		r := newRequest(71, shape{2, 4, 2, 3, 7, 8, 8}, f, false)
+		r.Causal = true
+		t.Logf("causal M < N, B=2 (one item at a time): the diagonal is %s", alignment(r, call(t, a, r).O))
+	})
+	t.Run("error response", func(t *testing.T) { errorPath(t, a, f) })
 }
