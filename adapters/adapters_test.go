@@ -795,3 +795,28 @@ func TestORTGroupQueryAttention(t *testing.T) {
 	})
 	t.Run("error response", func(t *testing.T) { errorPath(t, a, f) })
 }
+
+// ---------------------------------------------------------------- calls per second
+
+// BenchmarkTorchCompositeCalls measures round trips through the protocol
+// to the PyTorch composite adapter: one small float64 request with do
+// (B=1, Hq=Hkv=2, M=3, N=5, D=Dv=4, causal), forward and backward, per
+// call. A finite-difference check makes thousands of such calls.
+//
+//	go test ./adapters/ -run '^$' -bench TorchCompositeCalls -benchtime 2000x
+func BenchmarkTorchCompositeCalls(b *testing.B) {
+	needTorch(b)
+	a := start(b, pythonAdapter("torch_composite.py"))
+	r := newRequest(1, shape{1, 2, 2, 3, 5, 4, 4}, "float64", true)
+	r.Causal = true
+	for b.Loop() {
+		resp, err := a.Attention(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.Err != "" || resp.DQ == nil {
+			b.Fatalf("error response %q, or no gradients", resp.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
