@@ -704,9 +704,9 @@ func headMapping(t *testing.T, r *conform.Request, o []float64, vis func(b, i, j
 
 func TestORTAttention(t *testing.T) {
 	needORT(t)
-	for _, opset := range []int{24, 23} {
-		t.Run(fmt.Sprintf("opset%d", opset), func(t *testing.T) {
-			a := start(t, nodeAdapter(fmt.Sprintf("attention --opset %d", opset)))
+	for _, args := range []string{"--opset 24", "--opset 23", "--no-cache"} {
+		t.Run(args, func(t *testing.T) {
+			a := start(t, nodeAdapter("attention "+args))
 			checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32"}, GQA: true,
 				Masks: []string{"causal", "bool"}, KVCache: true, Scale: true})
 			const f = "float32"

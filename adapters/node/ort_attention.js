@@ -3,6 +3,7 @@
 //
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention"
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention --opset 23"
+//   attnlab conform -exec "node adapters/node/ort_attention.js attention --no-cache"
 //   attnlab conform -exec "node adapters/node/ort_attention.js gqa"
 //
 // It speaks the protocol of docs/conform-protocol.md on its standard input
@@ -17,7 +18,10 @@
 //   layout, attributes is_causal and scale. attnlab sends all N keys and
 //   metadata past = N - M: the first `past` keys go in as past_key and
 //   past_value, the last M as the new K and V (with past <= 0, that is
-//   M >= N, all N keys are the new K and V and there is no past input). A
+//   M >= N, all N keys are the new K and V and there is no past input). With
+//   --no-cache the keys always go in as K and V, never as past: the op's
+//   convention for a query sequence shorter than the key sequence without a
+//   cache, which is another code path than the cache's. A
 //   "bool" mask [B,M,N] becomes the op's boolean attn_mask [B,1,M,N], whose
 //   convention (True = may attend) is attnlab's; is_causal is then 0.
 //   Forward only, float32 (the CPU kernel has float and float16), GQA
@@ -321,14 +325,15 @@ function f32(data, dims) {
 // ------------------------------------------------------------ the ops
 
 class Attention {
-  constructor(opset) {
+  constructor(opset, cache) {
     this.opset = opset;
+    this.cache = cache;
     this.sessions = new Sessions(32);
   }
 
   capabilities() {
     return {
-      name: `ONNX Attention (opset ${this.opset}), onnxruntime-node CPU`,
+      name: `ONNX Attention (opset ${this.opset}${this.cache ? ', past_key/past_value for the cache' : ', no past inputs'}), onnxruntime-node CPU`,
       version: `onnxruntime ${ort.env.versions.node || ort.env.versions.common}`,
       dtypes: ['float32'],
       gradients: false,
@@ -343,7 +348,7 @@ class Attention {
   async attention(tensors, meta) {
     const r = request(tensors, meta, ['float32']);
     const { B, Hq, Hkv, M, N, D, Dv } = r;
-    const past = Math.max(r.past, 0); // M > N: no cache, all N keys are new
+    const past = this.cache ? Math.max(r.past, 0) : 0; // M > N: no cache, all N keys are new
     const L = N - past;
     const key = JSON.stringify([B, Hq, Hkv, M, L, past, D, Dv, r.causal, r.scale, !!r.mask]);
     const session = await this.sessions.get(key, () =>
@@ -529,17 +534,23 @@ async function serve(adapter) {
 }
 
 function main(argv) {
-  const usage = `usage: node ${path.basename(__filename)} attention [--opset 23|24] | gqa`;
+  const usage = `usage: node ${path.basename(__filename)} attention [--opset 23|24] [--no-cache] | gqa`;
   let adapter;
   if (argv[0] === 'attention') {
     let opset = 24;
+    let cache = true;
     for (let i = 1; i < argv.length; i++) {
       const m = /^--opset(?:=(\d+))?$/.exec(argv[i]);
-      if (!m) throw new Error(usage);
-      opset = Number(m[1] !== undefined ? m[1] : argv[++i]);
+      if (argv[i] === '--no-cache') {
+        cache = false;
+      } else if (m) {
+        opset = Number(m[1] !== undefined ? m[1] : argv[++i]);
+      } else {
+        throw new Error(usage);
+      }
     }
     if (opset !== 23 && opset !== 24) throw new Error(`--opset ${opset}: the Attention op exists in opsets 23 and 24\n${usage}`);
-    adapter = new Attention(opset);
+    adapter = new Attention(opset, cache);
   } else if (argv[0] === 'gqa' && argv.length === 1) {
     adapter = new GroupQueryAttention();
   } else {
