@@ -492,8 +492,14 @@ func TestTorchComposite(t *testing.T) {
 		if ref, err := conform.Reference().Attention(r); err != nil || ref.Err == "" {
 			t.Fatalf("the reference answers a request with empty rows: %v", err)
 		}
+		// by default the composite refuses it, as attnlab does
+		if resp, err := a.Attention(r); err != nil || !strings.Contains(resp.Err, "sees no key") {
+			t.Fatalf("an empty valid row: %+v, %v; want an error response naming the row", resp, err)
+		}
+		// with --plain it is the textbook composite: NaN rows
+		plain := start(t, pythonAdapter("torch_composite.py")+" --plain")
 		empty := emptyRows(r)
-		got := call(t, a, r)
+		got := call(t, plain, r)
 		if nan := nanRows(r, got.O); !slices.Equal(nan, empty) {
 			t.Errorf("NaN rows %v, want the empty rows %v", nan, empty)
 		}

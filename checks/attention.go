@@ -22,7 +22,17 @@ type AttentionFunc[T nn.Float] func(o, lse, dq, dk, dv, q, k, v, do []T, c *atte
 type Impl struct {
 	Run AttentionFunc[float64]
 	F32 AttentionFunc[float32]
+	// Precision is the relative rounding of what Run returns, when it is
+	// coarser than float64's: an implementation under test that computes
+	// in float32 only answers the float64 checks in float32 numbers. The
+	// checks that compare two of its answers allow this much; 0 for a
+	// float64 implementation.
+	Precision float64
 }
+
+// within is the tolerance tol of a comparison of two answers of impl,
+// widened to impl's precision.
+func (impl Impl) within(tol float64) float64 { return max(tol, impl.Precision) }
 
 // AttentionReference is the readable reference attention of package
 // attention, in both precisions.
@@ -719,7 +729,7 @@ func chunkedEqualsFull(impl Impl) Result {
 			if err != nil {
 				return errored(err, "chunks %v, chunk at %d: %v", sizes, start)
 			}
-			d, msg := compare(identical, pair{"o", got.o, headRows(want.o, c.B, c.Hq, full.M, c.Dv, start, start+m)})
+			d, msg := compare(impl.within(identical), pair{"o", got.o, headRows(want.o, c.B, c.Hq, full.M, c.Dv, start, start+m)})
 			worst = max(worst, d)
 			if msg != "" {
 				return measured(fail("chunks %v, chunk at %d (M=%d, N=%d): %s", sizes, start, c.M, c.N, msg), d)
@@ -775,7 +785,7 @@ func paddingInvariance(impl Impl) Result {
 			return errored(err, "%s padding: %v", side)
 		}
 		zero := func(n int) []float64 { return make([]float64, n) }
-		d, msg := compare(identical,
+		d, msg := compare(impl.within(identical),
 			pair{"o", headRows(got.o, 1, c.Hq, T, c.Dv, off, off+L), want.o},
 			pair{"dq", headRows(got.dq, 1, c.Hq, T, c.D, off, off+L), want.dq},
 			pair{"dk", headRows(got.dk, 1, c.Hkv, T, c.D, off, off+L), want.dk},
@@ -820,7 +830,7 @@ func packingEqualsSeparate(impl Impl) Result {
 		if err != nil {
 			return errored(err, "document %d alone: %v", d)
 		}
-		e, msg := compare(identical,
+		e, msg := compare(impl.within(identical),
 			pair{"o", rows(got.o, c.Hq, c.Dv), want.o}, pair{"dq", rows(got.dq, c.Hq, c.D), want.dq},
 			pair{"dk", rows(got.dk, c.Hkv, c.D), want.dk}, pair{"dv", rows(got.dv, c.Hkv, c.Dv), want.dv})
 		worst = max(worst, e)
@@ -869,7 +879,7 @@ func gqaEqualsMHA(impl Impl) Result {
 	if err != nil {
 		return errored(err, "MHA on repeated K/V: %v")
 	}
-	d, msg := compare(identical,
+	d, msg := compare(impl.within(identical),
 		pair{"o", got.o, want.o}, pair{"lse", got.lse, want.lse}, pair{"dq", got.dq, want.dq},
 		pair{"dk", got.dk, sumGroups(want.dk, gqa.D)}, pair{"dv", got.dv, sumGroups(want.dv, gqa.Dv)})
 	return compared(d, msg, "O, lse, dQ and group-summed dK, dV agree, max error %.1e", d)
@@ -954,7 +964,7 @@ func shiftInvariance(impl Impl) Result {
 			}
 		}
 	}
-	d, msg := compare(1e-9, pair{"o", alt.o, base.o}, pair{"lse", alt.lse, wantLSE})
+	d, msg := compare(impl.within(1e-9), pair{"o", alt.o, base.o}, pair{"lse", alt.lse, wantLSE})
 	return compared(d, msg, "scores shifted by up to ~%.0f: O unchanged and lse shifted exactly, max error %.1e", 2*shiftTarget, d)
 }
 

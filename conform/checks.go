@@ -83,7 +83,12 @@ type wrapped struct {
 }
 
 func (w *wrapped) checksImpl() checks.Impl {
+	precision := 0.0
+	if !w.caps.HasDType("float64") {
+		precision = 1e-5 // float32 answers: 2⁻²³ rounding, accumulated
+	}
 	return checks.Impl{
+		Precision: precision,
 		Run: func(o, lse, dq, dk, dv, q, k, v, do []float64, c *attention.Config) error {
 			dtype := "float64"
 			if !w.caps.HasDType("float64") {

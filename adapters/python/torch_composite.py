@@ -2,6 +2,7 @@
 """attnlab conform adapter: plain composite attention in PyTorch.
 
     attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite.py"
+    attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite.py --plain"
 
 Attention written the way Hugging Face's eager Llama attention writes it:
 K and V repeated per group with repeat_interleave (contiguous groups, as
@@ -25,10 +26,12 @@ lse = +inf (attnlab's value for a row with no probability distribution).
 They are computed with every key unmasked and then replaced by zero with
 torch.where, so that no NaN reaches the backward.
 
-A VALID query row that sees no key is not special-cased: masked_fill leaves
-the row all -inf, softmax gives NaN, so o is NaN there, lse is -inf (the
-logsumexp of nothing), and the gradients that row touches are NaN. That is
-what this composite does, and what conform should find and report.
+A VALID query row that sees no key is an error naming the batch item and
+the row, as attnlab's contract has it (DESIGN §2): the composite as a
+careful user writes it. With --plain it is not special-cased: masked_fill
+leaves the row all -inf, softmax gives NaN, so o is NaN there, lse is -inf
+(the logsumexp of nothing), and the gradients that row touches are NaN —
+what the textbook composite does, and what conform finds and reports.
 """
 
 import math
@@ -68,9 +71,15 @@ def visibility(req):
 
 
 class Composite:
+    def __init__(self, plain):
+        self.plain = plain
+
     def capabilities(self):
+        name = "PyTorch composite attention (repeat_interleave, matmul, masked_fill -inf, softmax, matmul; autograd)"
+        if self.plain:
+            name += ", empty rows not checked"
         return {
-            "name": "PyTorch composite attention (repeat_interleave, matmul, masked_fill -inf, softmax, matmul; autograd)",
+            "name": name,
             "version": "torch " + torch.__version__,
             "dtypes": ["float32", "float64"],
             "gradients": True,
@@ -91,6 +100,10 @@ class Composite:
         scale = req.scale if req.scale is not None else 1.0 / math.sqrt(req.D)
 
         vis, q_valid = visibility(req)
+        empty = q_valid & ~vis.any(dim=-1)
+        if not self.plain and empty.any():
+            b, i = (int(x) for x in empty.nonzero()[0])
+            raise ValueError("batch %d, query row %d sees no key" % (b, i))
         # A padding row attends to every key (finite scores), then is zeroed.
         allowed = (vis | ~q_valid.view(B, M, 1)).view(B, 1, M, N)
         pad = ~q_valid.view(B, 1, M, 1)
@@ -116,4 +129,4 @@ class Composite:
 
 
 if __name__ == "__main__":
-    conform_io.serve(Composite())
+    conform_io.serve(Composite(plain="--plain" in sys.argv[1:]))
