@@ -12,7 +12,6 @@ import (
 // implementation and checks its card: what each one does where kernels
 // disagree (the findings of the README, measured here on every run).
 func TestCards(t *testing.T) {
-	no := false
 	for _, c := range []struct {
 		name, command string
 		torch         bool
@@ -22,11 +21,11 @@ func TestCards(t *testing.T) {
 		{"torch composite", pythonAdapter("torch_composite.py"), true,
 			conform.Card{CausalMLtN: "position", CausalMGtN: "position", EmptyRow: "error", PaddingRows: "zero", GQA: "contiguous", Scale: "1/sqrt(D)"}, true},
 		{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
-			conform.Card{CausalMLtN: "position", CausalMGtN: "position", EmptyRow: "nan", EmptyRowBackwardConsistent: &no, PaddingRows: "zero", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "position", CausalMGtN: "position", EmptyRow: "nan", PaddingRows: "zero", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
 		{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
-			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", EmptyRow: "nan", EmptyRowBackwardConsistent: &no, PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", EmptyRow: "nan", PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
 		{"torch mha", pythonAdapter("torch_mha.py"), true,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", EmptyRow: "nan", EmptyRowBackwardConsistent: &no, PaddingRows: "other", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", EmptyRow: "nan", PaddingRows: "other", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
 		{"ort attention, cache", nodeAdapter("attention"), false,
 			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", EmptyRow: "zero", PaddingRows: "unsupported", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
 		{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,

@@ -559,10 +559,16 @@ function main(argv) {
   return serve(adapter);
 }
 
-main(process.argv.slice(2)).then(
-  () => process.exit(0),
-  (e) => {
-    log(oneLine(e));
-    process.exit(2);
-  },
-);
+// Run as a script it serves the protocol; required as a module it lends
+// its one-node model builder (docs/findings reproduce with it).
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (e) => {
+      log(oneLine(e));
+      process.exit(2);
+    },
+  );
+}
+
+module.exports = { ort, ELEM, oneNodeModel, SESSION_OPTIONS };
