@@ -633,7 +633,7 @@ func TestTorchMHA(t *testing.T) {
 	needTorch(t)
 	a := start(t, pythonAdapter("torch_mha.py"))
 	checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32", "float64"}, Gradients: true,
-		Masks: []string{"causal", "bool", "validity"}, KVCache: true})
+		Masks: []string{"causal", "bool"}, KVCache: true})
 
 	for _, dtype := range []string{"float64", "float32"} {
 		t.Run(dtype, func(t *testing.T) {

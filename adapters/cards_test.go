@@ -25,7 +25,7 @@ func TestCards(t *testing.T) {
 		{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
 			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", EmptyRow: "nan", PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
 		{"torch mha", pythonAdapter("torch_mha.py"), true,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", EmptyRow: "nan", PaddingRows: "other", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", EmptyRow: "nan", PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
 		{"ort attention, cache", nodeAdapter("attention"), false,
 			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", EmptyRow: "zero", PaddingRows: "unsupported", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
 		{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,

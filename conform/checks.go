@@ -157,7 +157,35 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 	if do != nil && w.caps.Accumulates {
 		r.DQ0, r.DK0, r.DV0 = dq, dk, dv // it adds into them itself
 	}
+	// A scale the implementation cannot take goes into q: scores
+	// (s·√D·q)·k/√D are s·q·k, and dq comes back times s·√D.
+	qscale := 1.0
+	if !w.caps.Scale {
+		if s := c.ScaleValue(); s != 1/math.Sqrt(float64(c.D)) {
+			qscale = s * math.Sqrt(float64(c.D))
+			r.Q = scaled(q, qscale)
+			r.DQ0 = nil // its dq comes back scaled: added here, not there
+		}
+	}
+	// Without GQA, K and V are repeated per query head (attnlab's
+	// contiguous mapping, as repeat_kv) and their gradients summed back over
+	// each group: the implementation computes multi-head attention.
+	group := 1
+	if c.Hkv != c.Hq && !w.caps.GQA {
+		group = c.Hq / c.Hkv
+		r.Hkv = c.Hq
+		r.K, r.V = repeatHeads(k, c.B, c.Hkv, group, c.N*c.D), repeatHeads(v, c.B, c.Hkv, group, c.N*c.Dv)
+		r.DK0, r.DV0 = nil, nil
+	}
 	resp, err := w.impl.Attention(r)
+	if err == nil && resp.Err == "" {
+		if qscale != 1 && resp.DQ != nil {
+			resp.DQ = scaled(resp.DQ, qscale)
+		}
+		if group > 1 && resp.DK != nil {
+			resp.DK, resp.DV = sumHeads(resp.DK, c.B, c.Hkv, group, c.N*c.D), sumHeads(resp.DV, c.B, c.Hkv, group, c.N*c.Dv)
+		}
+	}
 	if err != nil {
 		w.fatal = err
 		return err
@@ -173,10 +201,13 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 			lse[i] = math.NaN()
 		}
 	}
-	for _, p := range []struct{ dst, src []float64 }{{dq, resp.DQ}, {dk, resp.DK}, {dv, resp.DV}} {
+	for _, p := range []struct {
+		dst, src []float64
+		summed   bool // the implementation added into dst itself
+	}{{dq, resp.DQ, r.DQ0 != nil}, {dk, resp.DK, r.DK0 != nil}, {dv, resp.DV, r.DV0 != nil}} {
 		if p.dst != nil && p.src != nil {
-			if w.caps.Accumulates {
-				copy(p.dst, p.src) // the sums, from the implementation
+			if p.summed {
+				copy(p.dst, p.src)
 				continue
 			}
 			for i, g := range p.src {
@@ -203,23 +234,18 @@ func (w *wrapped) request(c *attention.Config) (*Request, string) {
 	if c.M != c.N && !caps.KVCache {
 		return nil, "needs M ≠ N (a chunk against a cache)"
 	}
-	if c.Hkv != c.Hq {
-		if !caps.GQA {
-			return nil, "needs GQA (fewer K/V heads than query heads)"
-		}
-		if w.card != nil && w.card.GQA != GQAContiguous {
-			return nil, "needs the contiguous GQA head mapping; the implementation's is " + w.card.GQA
-		}
+	if c.Hkv != c.Hq && caps.GQA && w.card != nil && w.card.GQA != GQAContiguous {
+		return nil, "needs the contiguous GQA head mapping; the implementation's is " + w.card.GQA
 	}
+	// without GQA, call repeats K and V per query head (see expand)
 	scale := c.ScaleValue()
 	switch {
 	case caps.Scale:
 		r.Scale = scale
-	case scale != 1/math.Sqrt(float64(c.D)):
-		return nil, "needs an explicit scale"
 	case w.card != nil && w.card.Scale != ScaleInvSqrtD:
 		return nil, "needs the scale 1/√D; the implementation's default is " + w.card.Scale
 	}
+	// without an explicit scale, call scales q instead (see call)
 	padQ, padK := anyFalse(c.QValid), anyFalse(c.KValid)
 	var missing []string
 	for _, f := range []struct {
@@ -268,6 +294,40 @@ func (w *wrapped) request(c *attention.Config) (*Request, string) {
 		}
 	}
 	return r, ""
+}
+
+func scaled(x []float64, s float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = v * s
+	}
+	return y
+}
+
+// repeatHeads repeats each of the Hkv heads of x ([B, Hkv, size]) group
+// times in a row: [B, Hkv·group, size].
+func repeatHeads(x []float64, B, Hkv, group, size int) []float64 {
+	out := make([]float64, 0, len(x)*group)
+	for bh := range B * Hkv {
+		for range group {
+			out = append(out, x[bh*size:(bh+1)*size]...)
+		}
+	}
+	return out
+}
+
+// sumHeads is the adjoint of repeatHeads: each group of heads summed.
+func sumHeads(x []float64, B, Hkv, group, size int) []float64 {
+	out := make([]float64, B*Hkv*size)
+	for bh := range B * Hkv {
+		for g := range group {
+			src := x[(bh*group+g)*size : (bh*group+g+1)*size]
+			for i, v := range src {
+				out[bh*size+i] += v
+			}
+		}
+	}
+	return out
 }
 
 func anyFalse(x []bool) bool {

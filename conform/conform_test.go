@@ -269,3 +269,43 @@ func TestSplitWords(t *testing.T) {
 		t.Error("an unterminated quote: no error")
 	}
 }
+
+// mhaOnly is attnlab's reference declared without GQA and without an
+// explicit scale: it refuses both, so the checks pass only if conform
+// expresses them another way (K, V repeated per head; the scale in q).
+type mhaOnly struct{ *Func }
+
+func (m mhaOnly) Capabilities() Capabilities {
+	c := m.Func.Capabilities()
+	c.GQA, c.Scale = false, false
+	return c
+}
+
+func (m mhaOnly) Attention(r *Request) (*Response, error) {
+	if r.Hkv != r.Hq || r.Scale != 0 {
+		return nil, fmt.Errorf("asked for Hkv %d of Hq %d, scale %g: not declared", r.Hkv, r.Hq, r.Scale)
+	}
+	return m.Func.Attention(r)
+}
+
+// TestEmulatedGQAAndScale: an implementation without GQA or a scale
+// parameter still gets every check that does not test those themselves.
+func TestEmulatedGQAAndScale(t *testing.T) {
+	rep, err := Run(context.Background(), mhaOnly{Reference()}, AlignPosition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		switch {
+		case c.Name == "gqa-equals-mha":
+			if c.Status != Skip {
+				t.Errorf("gqa-equals-mha: %s, want skipped", c.Status)
+			}
+		case c.Status != Pass:
+			t.Errorf("%s: %s %s", c.Name, c.Status, c.Detail)
+		}
+	}
+	if rep.Card.GQA != GQAUnsupported {
+		t.Errorf("card GQA %q", rep.Card.GQA)
+	}
+}

@@ -28,10 +28,10 @@ What it takes, declared in the hello:
   user with a KV cache does: query i of the chunk sits at position past + i
   (past = N - M, from the request), key j at position j, and j > past + i is
   not allowed. That alignment is this adapter's, not the module's.
-- "validity": k_valid becomes key_padding_mask (True = padding, ignored).
-  Query padding cannot be expressed: the module has no query mask, so
-  q_valid is not applied and a padding query row gets whatever the module
-  computes for it (it is logged once on standard error).
+- not "validity": the protocol's validity covers padding queries too, and
+  the module has no query mask (a padding query row gets whatever the module
+  computes for it). Key padding is part of the boolean mask attnlab sends;
+  a k_valid that does come is passed as key_padding_mask (True = padding).
 - gradients by autograd, float32 and float64, kv_cache (M != N).
 - no lse (the module does not return it), no explicit scale (the module
   always uses 1/sqrt(head_dim) = 1/sqrt(D)), no GQA (Hkv must equal Hq).
@@ -65,7 +65,7 @@ class MHA:
             "gradients": True,
             "lse": False,
             "gqa": False,
-            "masks": ["causal", "bool", "validity"],
+            "masks": ["causal", "bool"],
             "kv_cache": True,
             "scale": False,
         }
