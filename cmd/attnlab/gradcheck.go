@@ -9,9 +9,9 @@ import (
 	"math"
 	"strings"
 
-	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
 	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/internal/plots"
 	"github.com/attnlab/attnlab/lab"
 	"github.com/attnlab/attnlab/nn"
@@ -145,58 +145,36 @@ func runGradcheck(ctx context.Context, args []string, stdout io.Writer) error {
 	if alias, ok := opAliases[name]; ok {
 		name = alias
 	}
-	op, ok := lab.Find(name)
-	if !ok {
-		return usageError{fmt.Sprintf("-op %q: unknown operation (operations: %s)", *gcOp, strings.Join(lab.Names(), ", "))}
-	}
 	s, err := sizes()
 	if err != nil {
 		return err
 	}
-	in32 := *gcDtype == "float32"
-	c64, c32, err := op.Instance(*gcFault, s, *gcSeed, in32)
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	loss, params, err := checks.Prepare(c64, c32, *gcSeed)
-	switch empty, isEmpty := errors.AsType[*attention.EmptyRowError](err); {
-	case err == nil:
-	case *gcFault != "":
-		// A fault may fail where the correct implementation computes.
-		fmt.Fprintf(stdout, "%s, fault %s: %v\n", name, *gcFault, err)
-		return errFailed
-	case isEmpty:
-		return usageError{fmt.Sprintf("-m %d -n %d -causal=%v -window %d: %v; with -causal the m queries follow a cache of n − m keys, so want -m <= -n, or -causal=false",
-			s.M, s.N, s.Causal, s.Window, strings.TrimPrefix(empty.Error(), "attention: "))}
-	default:
-		// The correct implementation fails only on sizes it does not take.
-		return usageError{fmt.Sprintf("%s at these sizes: %v", name, err)}
-	}
-	what := "the correct implementation"
-	if *gcFault != "" {
-		what = "fault " + *gcFault
-	}
-	fmt.Fprintf(stdout, "%s %s, %s: analytic %s vs numeric float64\n", name, c64.Name, what, *gcDtype)
-	opt := gradcheck.Options{Precise: *gcPrecise, Eps: *gcEps, Rel: *gcRel, Seed: *gcSeed}
-	if opt.Rel == 0 && in32 {
-		opt.Rel, opt.Abs = 1e-3, 1e-5
-	}
-	if *gcSweep {
-		return sweep(stdout, loss, params, opt)
-	}
-	var rep gradcheck.Report
-	if *gcDirs > 0 {
-		if opt.Abs == 0 { // a directional derivative is measured against ‖∇L‖
-			opt.Abs = max(opt.Rel, gradcheck.DefaultRel) * checks.GradNorm(params)
+	if *gcPlot != "" {
+		if err := output.File(*gcPlot, false); err != nil {
+			return err
 		}
-		rep = gradcheck.Directional(loss, params, *gcDirs, opt)
-	} else {
-		rep = gradcheck.Check(loss, params, opt)
 	}
-	if _, err := io.WriteString(stdout, rep.String()+"\n"); err != nil {
+	res, err := lab.GradCheck(lab.GradOptions{Op: name, Fault: *gcFault, Sizes: s, Float32: *gcDtype == "float32",
+		Directions: *gcDirs, Sweep: *gcSweep,
+		Options: gradcheck.Options{Precise: *gcPrecise, Eps: *gcEps, Rel: *gcRel, Seed: *gcSeed}})
+	if se := (*lab.SizeError)(nil); errors.As(err, &se) {
+		return usageError{se.Error()}
+	}
+	if err != nil {
 		return err
 	}
-	if err := rep.Err(); err != nil {
+	if res.FaultErr != nil {
+		fmt.Fprintf(stdout, "%s, %s: %v\n", name, res.What, res.FaultErr)
+		return errFailed
+	}
+	fmt.Fprintf(stdout, "%s %s, %s: analytic %s vs numeric float64\n", name, res.Case, res.What, *gcDtype)
+	if *gcSweep {
+		return sweep(stdout, res.Sweep)
+	}
+	if _, err := io.WriteString(stdout, res.Report.String()+"\n"); err != nil {
+		return err
+	}
+	if err := res.Report.Err(); err != nil {
 		fmt.Fprintln(stdout, err)
 		return errFailed
 	}
@@ -233,8 +211,7 @@ func sizes() (checks.Sizes, error) {
 	return s, nil
 }
 
-func sweep(stdout io.Writer, loss func() float64, params []gradcheck.Param, opt gradcheck.Options) error {
-	rows := gradcheck.Sweep(loss, params, gradcheck.Decades(1e-1, 1e-12, 2), opt)
+func sweep(stdout io.Writer, rows gradcheck.SweepRows) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%10s %12s %12s %8s\n", "ε", "max abs", "max rel", "slope")
 	slopes := rows.Slopes()

@@ -1,0 +1,87 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/gradcheck"
+)
+
+// GradOptions describe one finite-difference check of an operation of the
+// registry at chosen sizes (attnlab gradcheck).
+type GradOptions struct {
+	Op         string       // an operation of the registry
+	Fault      string       // one of its faults instead of the correct implementation ("" none)
+	Sizes      checks.Sizes // the instance
+	Float32    bool         // analytic gradients from the float32 path
+	Directions int          // random directions instead of every element (0: every element)
+	Sweep      bool         // the error against ε from 1e-1 to 1e-12 instead
+	gradcheck.Options
+}
+
+// GradResult is what GradCheck measured.
+type GradResult struct {
+	Op, Case string // the operation and its instance, in words
+	What     string // "the correct implementation" or "fault NAME"
+	Report   gradcheck.Report
+	Sweep    gradcheck.SweepRows // with Sweep
+	// FaultErr is set when the fault failed to compute where the correct
+	// implementation computes: the fault is then caught without a
+	// measurement.
+	FaultErr error
+}
+
+// A SizeError is a size the operation does not take, or a configuration in
+// which a valid query sees no key: the caller's mistake, not a failure.
+type SizeError struct{ Err error }
+
+func (e *SizeError) Error() string { return e.Err.Error() }
+func (e *SizeError) Unwrap() error { return e.Err }
+
+// GradCheck runs the check o describes.
+func GradCheck(o GradOptions) (*GradResult, error) {
+	op, ok := Find(o.Op)
+	if !ok {
+		return nil, &SizeError{fmt.Errorf("unknown operation %q (operations: %v)", o.Op, Names())}
+	}
+	c64, c32, err := op.Instance(o.Fault, o.Sizes, o.Seed, o.Float32)
+	if err != nil {
+		return nil, &SizeError{err}
+	}
+	res := &GradResult{Op: o.Op, Case: c64.Name, What: "the correct implementation"}
+	if o.Fault != "" {
+		res.What = "fault " + o.Fault
+	}
+	loss, params, err := checks.Prepare(c64, c32, o.Seed)
+	var empty *attention.EmptyRowError
+	switch {
+	case err == nil:
+	case o.Fault != "":
+		res.FaultErr = err // a fault may fail where the correct implementation computes
+		return res, nil
+	case errors.As(err, &empty):
+		s := o.Sizes
+		return nil, &SizeError{fmt.Errorf("-m %d -n %d -causal=%v -window %d: %v; with -causal the m queries follow a cache of n − m keys, so want -m <= -n, or -causal=false",
+			s.M, s.N, s.Causal, s.Window, err)}
+	default:
+		return nil, &SizeError{fmt.Errorf("%s at these sizes: %v", o.Op, err)} // the correct implementation fails only on sizes it does not take
+	}
+	opt := o.Options
+	if opt.Rel == 0 && o.Float32 {
+		opt.Rel, opt.Abs = 1e-3, 1e-5
+	}
+	switch {
+	case o.Sweep:
+		res.Sweep = gradcheck.Sweep(loss, params, gradcheck.Decades(1e-1, 1e-12, 2), opt)
+	case o.Directions > 0:
+		if opt.Abs == 0 { // a directional derivative is measured against ‖∇L‖
+			opt.Abs = max(opt.Rel, gradcheck.DefaultRel) * checks.GradNorm(params)
+		}
+		res.Report = gradcheck.Directional(loss, params, o.Directions, opt)
+	default:
+		res.Report = gradcheck.Check(loss, params, opt)
+	}
+	return res, nil
+}
