@@ -39,10 +39,20 @@ type Options struct {
 	TestFrac float64 // fraction for test
 	MinWords int     // shortest query kept, in words
 
+	// More are further source trees read after src, in order (the Debian
+	// packages of the corpus): their pairs are split by package the same
+	// way, deduplicated against everything read before, and a pair whose
+	// query is that of a validation or test pair of src is not trained on.
+	More []Source
+
 	// Progress, if not nil, is called with the number of files read so
 	// far and their total, from the goroutine of BuildDataset.
 	Progress func(done, total int)
 }
+
+// A Source is a tree of Go import paths: Dir holds them, Name prefixes
+// the files of its pairs.
+type Source struct{ Name, Dir string }
 
 // DefaultOptions are 80/10/10 splits and queries of at least 3 words.
 func DefaultOptions() Options { return Options{ValFrac: 0.1, TestFrac: 0.1, MinWords: 3} }
@@ -58,6 +68,8 @@ type Stats struct {
 	Variants    int // dropped: same package, receiver and name as an earlier declaration (build-tag variants)
 	Duplicates  int // dropped: the same code, up to white space, as an earlier pair
 	Kept        int
+	More        int           // of Kept, from the sources of Options.More
+	HeldQuery   int           // dropped from More's training pairs: the query of a validation or test pair of src
 	Split       [3]SplitStats // train, validation, test
 	QueryWords  float64       // mean words per kept query
 	CodeLines   float64       // mean lines per kept code document
@@ -104,62 +116,82 @@ func BuildDataset(ctx context.Context, src string, opt Options) (train, val, tes
 	if opt.MinWords < 1 {
 		return nil, nil, nil, st, fmt.Errorf("retrieve: shortest query %d words: want >= 1", opt.MinWords)
 	}
-	files, err := goFiles(src)
-	if err != nil {
-		return nil, nil, nil, st, err
-	}
-	st.Files = len(files)
-	parsed := parseAll(ctx, src, files, opt.Progress)
-	if err := ctx.Err(); err != nil {
-		return nil, nil, nil, st, err
-	}
-
 	type key struct{ pkg, recv, name string }
 	seenDecl := map[key]bool{}
 	seenCode := map[[sha256.Size]byte]bool{}
+	heldQuery := map[string]bool{} // the queries of src's validation and test pairs
 	var splits [3][]Pair
-	for _, f := range parsed {
-		switch {
-		case f.err != nil:
-			if errors.Is(f.err, errGenerated) {
-				st.Generated++
-			} else if errors.Is(f.err, errParse) {
-				st.Unparsable++
-			} else {
-				return nil, nil, nil, st, f.err
+	for x, source := range append([]Source{{Dir: src}}, opt.More...) {
+		files, err := goFiles(source.Dir)
+		if err != nil {
+			if x > 0 && errors.Is(err, fs.ErrNotExist) {
+				continue // a package without Go source
 			}
-			continue
+			return nil, nil, nil, st, err
 		}
-		pkg := pathDir(f.rel)
-		for _, d := range f.decls {
-			st.Funcs++
-			if d.doc == "" {
+		st.Files += len(files)
+		parsed := parseAll(ctx, source.Dir, files, opt.Progress)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, st, err
+		}
+		prefix := ""
+		if source.Name != "" {
+			prefix = source.Name + "/"
+		}
+		for _, f := range parsed {
+			switch {
+			case f.err != nil:
+				if errors.Is(f.err, errGenerated) {
+					st.Generated++
+				} else if errors.Is(f.err, errParse) {
+					st.Unparsable++
+				} else {
+					return nil, nil, nil, st, f.err
+				}
 				continue
 			}
-			st.Documented++
-			q := QueryFromDoc(d.doc, d.name)
-			if len(strings.Fields(q)) < opt.MinWords {
-				st.NoQuery++
-				continue
+			pkg := pathDir(f.rel)
+			for _, d := range f.decls {
+				st.Funcs++
+				if d.doc == "" {
+					continue
+				}
+				st.Documented++
+				q := QueryFromDoc(d.doc, d.name)
+				if len(strings.Fields(q)) < opt.MinWords {
+					st.NoQuery++
+					continue
+				}
+				k := key{pkg, d.recv, d.name}
+				if seenDecl[k] {
+					st.Variants++
+					continue
+				}
+				seenDecl[k] = true
+				h := sha256.Sum256([]byte(strings.Join(strings.Fields(d.code), " ")))
+				if seenCode[h] {
+					st.Duplicates++
+					continue
+				}
+				seenCode[h] = true
+				id := pkg + "." + d.name
+				if d.recv != "" {
+					id = pkg + "." + d.recv + "." + d.name
+				}
+				s := splitOf(pkg, opt)
+				nq := normalQuery(q)
+				switch {
+				case x == 0 && s > 0:
+					heldQuery[nq] = true
+				case x > 0 && s == 0 && heldQuery[nq]:
+					st.HeldQuery++ // a held-out query of src: not trained on
+					continue
+				}
+				if x > 0 {
+					st.More++
+				}
+				splits[s] = append(splits[s], Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: prefix + f.rel, Line: d.line})
 			}
-			k := key{pkg, d.recv, d.name}
-			if seenDecl[k] {
-				st.Variants++
-				continue
-			}
-			seenDecl[k] = true
-			h := sha256.Sum256([]byte(strings.Join(strings.Fields(d.code), " ")))
-			if seenCode[h] {
-				st.Duplicates++
-				continue
-			}
-			seenCode[h] = true
-			id := pkg + "." + d.name
-			if d.recv != "" {
-				id = pkg + "." + d.recv + "." + d.name
-			}
-			s := splitOf(pkg, opt)
-			splits[s] = append(splits[s], Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: f.rel, Line: d.line})
 		}
 	}
 
@@ -401,4 +433,11 @@ func (st Stats) Packages() int {
 		n += s.Packages
 	}
 	return n
+}
+
+// normalQuery is a query compared for duplication: lower case, words only.
+func normalQuery(q string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), " ")
 }

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/retrieve"
 )
@@ -31,7 +32,7 @@ Example: attnlab retriever data -out retr && attnlab retriever train -data retr 
 
 var retrieverDataCmd = &command{
 	name:  "data",
-	usage: "[-src DIR] [-out DIR] [-force] [-val-frac F] [-test-frac F] [-min-words N]",
+	usage: "[-src DIR] [-corpus DIR] [-out DIR] [-force] [-val-frac F] [-test-frac F] [-min-words N]",
 	short: "pair each documented Go function with its doc comment, split by package",
 	long: `Retriever data reads Go source (by default $(go env GOROOT)/src, non-test
 files, testdata and vendor skipped) and pairs each documented function or
@@ -41,7 +42,11 @@ declaration and body without the comment. Build-tag variants and code
 duplicated up to white space are dropped. Pairs are split by package, by a
 hash of the package path: -test-frac of the range to test, -val-frac to
 validation, the rest to training (-val-frac 0 -test-frac 0 puts every pair
-in train.jsonl; -test-frac 1 every pair in test.jsonl). It writes
+in train.jsonl; -test-frac 1 every pair in test.jsonl). -corpus adds the
+Debian packages of a corpus folder (attnlab corpus fetch), read after -src:
+their pairs are split by import path the same way, code already seen is
+dropped, and a pair whose query is that of a validation or test pair of
+-src is not trained on. It writes
 OUT/train.jsonl, OUT/val.jsonl and OUT/test.jsonl, one
 {"id","query","code","package","file","line"} object a line, and prints
 what it saw and kept; a split that asked for pairs and got none is a
@@ -51,6 +56,7 @@ Example: attnlab retriever data -out retr`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := retrieve.DefaultOptions()
 		src := fs.String("src", "", "folder of Go source (default: $(go env GOROOT)/src)")
+		corpusDir := fs.String("corpus", "", "folder of Debian Go packages (attnlab corpus fetch) read after -src")
 		out := fs.String("out", "retriever-data", "output folder for train.jsonl, val.jsonl and test.jsonl")
 		force := fs.Bool("force", false, "replace the files of an OUT that is not empty")
 		fs.Float64Var(&o.ValFrac, "val-frac", o.ValFrac, "fraction of the package hash range for validation")
@@ -67,13 +73,26 @@ Example: attnlab retriever data -out retr`,
 			if *src == "" {
 				*src = filepath.Join(goRoot(), "src")
 			}
+			if *corpusDir != "" {
+				deb, err := corpus.Debian(*corpusDir)
+				if err != nil {
+					return err
+				}
+				for _, d := range deb {
+					o.More = append(o.More, retrieve.Source{Name: d.Name, Dir: d.Dir})
+				}
+			}
 			return runRetrieverData(ctx, *src, *out, *force, o, *quiet, stdout)
 		}
 	},
 }
 
 func runRetrieverData(ctx context.Context, src, out string, force bool, o retrieve.Options, quiet bool, stdout io.Writer) error {
-	if err := output.Dir(out, force, src); err != nil {
+	inputs := []string{src}
+	for _, m := range o.More {
+		inputs = append(inputs, m.Dir)
+	}
+	if err := output.Dir(out, force, inputs...); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -110,7 +129,9 @@ func runRetrieverData(ctx context.Context, src, out string, force bool, o retrie
 		{st.NoQuery, fmt.Sprintf("dropped: no query left (only the name, Deprecated, < %d words)", o.MinWords)},
 		{st.Variants, "dropped: build-tag variant of an earlier declaration"},
 		{st.Duplicates, "dropped: code identical to an earlier pair's"},
+		{st.HeldQuery, "dropped from training: the query of a validation or test pair of -src"},
 		{st.Kept, "kept"},
+		{st.More, "of them from -corpus"},
 	} {
 		fmt.Fprintf(stdout, "%7d  %s\n", row.n, row.what)
 	}
