@@ -14,12 +14,12 @@ import (
 // the builder of the false-negative mask. The checks compose them as a
 // dual encoder does: tokens → pool → normalise → S = Q Dᵀ/τ → loss.
 type InfoNCEOps[T nn.Float] struct {
-	PoolForward  func(p retrieve.MeanPool[T], out, x []T, valid []bool, B, Tn int)
-	PoolBackward func(p retrieve.MeanPool[T], dx, dout []T, valid []bool, B, Tn int)
-	NormForward  func(l retrieve.L2Norm[T], y, norm, x []T, n int)
-	NormBackward func(l retrieve.L2Norm[T], dx, dy, y, norm []T, n int)
-	Forward      func(c retrieve.InfoNCE[T], a *retrieve.InfoNCEActs[T], q, d []T, tau T, mask []bool) T
-	Backward     func(c retrieve.InfoNCE[T], dq, dd []T, dtau *T, dloss T, q, d []T, tau T, mask []bool, a *retrieve.InfoNCEActs[T])
+	PoolForward  func(p nn.MeanPool[T], out, x []T, valid []bool, B, Tn int)
+	PoolBackward func(p nn.MeanPool[T], dx, dout []T, valid []bool, B, Tn int)
+	NormForward  func(l nn.L2Norm[T], y, norm, x []T, n int)
+	NormBackward func(l nn.L2Norm[T], dx, dy, y, norm []T, n int)
+	Forward      func(c nn.InfoNCE[T], a *nn.InfoNCEActs[T], q, d []T, tau T, mask []bool) T
+	Backward     func(c nn.InfoNCE[T], dq, dd []T, dtau *T, dloss T, q, d []T, tau T, mask []bool, a *nn.InfoNCEActs[T])
 	Mask         func(dst []bool, keys []string, B int)
 }
 
@@ -31,9 +31,9 @@ type InfoNCEImpl struct {
 
 func infonceOps[T nn.Float]() InfoNCEOps[T] {
 	return InfoNCEOps[T]{
-		PoolForward: retrieve.MeanPool[T].Forward, PoolBackward: retrieve.MeanPool[T].Backward,
-		NormForward: retrieve.L2Norm[T].Forward, NormBackward: retrieve.L2Norm[T].Backward,
-		Forward: retrieve.InfoNCE[T].Forward, Backward: retrieve.InfoNCE[T].Backward,
+		PoolForward: nn.MeanPool[T].Forward, PoolBackward: nn.MeanPool[T].Backward,
+		NormForward: nn.L2Norm[T].Forward, NormBackward: nn.L2Norm[T].Backward,
+		Forward: nn.InfoNCE[T].Forward, Backward: nn.InfoNCE[T].Backward,
 		Mask: retrieve.DuplicateMask,
 	}
 }
@@ -73,22 +73,22 @@ type headOut struct {
 // headState is what headForward saves for headBackward.
 type headState[T nn.Float] struct {
 	pq, pd, nq, nd, q, d []T
-	acts                 *retrieve.InfoNCEActs[T]
+	acts                 *nn.InfoNCEActs[T]
 }
 
 // headForward runs the head's forward on token vectors xq, xd (with the
 // shapes, mask and padding of h) and returns the loss with what the
 // backward needs.
 func headForward[T nn.Float](ops InfoNCEOps[T], h headCase, xq, xd []T, tau T) (T, *headState[T]) {
-	loss := retrieve.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
+	loss := nn.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
 	s := &headState[T]{
 		pq: make([]T, h.B*h.D), pd: make([]T, h.N*h.D),
 		nq: make([]T, h.B), nd: make([]T, h.N),
 		q: make([]T, h.B*h.D), d: make([]T, h.N*h.D),
 		acts: loss.NewActs(),
 	}
-	pool := retrieve.MeanPool[T]{D: h.D}
-	norm := retrieve.L2Norm[T]{D: h.D, Eps: 1e-12}
+	pool := nn.MeanPool[T]{D: h.D}
+	norm := nn.L2Norm[T]{D: h.D, Eps: 1e-12}
 	// pass 1: pool the tokens of each sequence
 	ops.PoolForward(pool, s.pq, xq, h.validQ, h.B, h.Tq)
 	ops.PoolForward(pool, s.pd, xd, h.validD, h.N, h.Td)
@@ -102,9 +102,9 @@ func headForward[T nn.Float](ops InfoNCEOps[T], h headCase, xq, xd []T, tau T) (
 // headBackward adds dloss times the gradients into dxq, dxd and *dtau, in
 // reverse order of headForward.
 func headBackward[T nn.Float](ops InfoNCEOps[T], h headCase, s *headState[T], tau, dloss T, dxq, dxd []T, dtau *T) {
-	loss := retrieve.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
-	pool := retrieve.MeanPool[T]{D: h.D}
-	norm := retrieve.L2Norm[T]{D: h.D, Eps: 1e-12}
+	loss := nn.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
+	pool := nn.MeanPool[T]{D: h.D}
+	norm := nn.L2Norm[T]{D: h.D, Eps: 1e-12}
 	dq, dd := make([]T, h.B*h.D), make([]T, h.N*h.D)
 	ops.Backward(loss, dq, dd, dtau, dloss, s.q, s.d, tau, h.mask, s.acts)
 	dpq, dpd := make([]T, h.B*h.D), make([]T, h.N*h.D)

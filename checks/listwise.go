@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/attnlab/attnlab/nn"
-	"github.com/attnlab/attnlab/retrieve"
 )
 
 // ListwiseOps is the head of a cross-encoder reranker in precision T, as
@@ -14,10 +13,10 @@ import (
 // s = w·f and the softmax cross-entropy of each query's group of candidates
 // against its positive.
 type ListwiseOps[T nn.Float] struct {
-	PoolForward  func(p retrieve.PairPool[T], a *retrieve.PairPoolActs[T], f, x []T, nq []int, valid []bool, B, Tn int)
-	PoolBackward func(p retrieve.PairPool[T], dx, df []T, a *retrieve.PairPoolActs[T], nq []int, valid []bool, B, Tn int)
-	Forward      func(l retrieve.Listwise[T], a *retrieve.ListwiseActs[T], p, w []T, valid []bool) T
-	Backward     func(l retrieve.Listwise[T], dp, dw []T, dloss T, p, w []T, valid []bool, a *retrieve.ListwiseActs[T])
+	PoolForward  func(p nn.PairPool[T], f []T, a *nn.PairPoolActs[T], x []T, nq []int, valid []bool, B, Tn int)
+	PoolBackward func(p nn.PairPool[T], dx, df []T, nq []int, valid []bool, B, Tn int, a *nn.PairPoolActs[T])
+	Forward      func(l nn.Listwise[T], a *nn.ListwiseActs[T], p, w []T, valid []bool) T
+	Backward     func(l nn.Listwise[T], dp, dw []T, dloss T, p, w []T, valid []bool, a *nn.ListwiseActs[T])
 }
 
 // ListwiseImpl is the reranker head: its float64 and float32 paths.
@@ -28,8 +27,8 @@ type ListwiseImpl struct {
 
 func listwiseOps[T nn.Float]() ListwiseOps[T] {
 	return ListwiseOps[T]{
-		PoolForward: retrieve.PairPool[T].Forward, PoolBackward: retrieve.PairPool[T].Backward,
-		Forward: retrieve.Listwise[T].Forward, Backward: retrieve.Listwise[T].Backward,
+		PoolForward: nn.PairPool[T].Forward, PoolBackward: nn.PairPool[T].Backward,
+		Forward: nn.Listwise[T].Forward, Backward: nn.Listwise[T].Backward,
 	}
 }
 
@@ -95,29 +94,29 @@ type rerankOut struct {
 // rerankState is what rerankForward saves for rerankBackward.
 type rerankState[T nn.Float] struct {
 	f    []T
-	pool *retrieve.PairPoolActs[T]
-	loss *retrieve.ListwiseActs[T]
+	pool *nn.PairPoolActs[T]
+	loss *nn.ListwiseActs[T]
 }
 
 // rerankForward runs the head on token vectors x and head w (with the
 // shapes, queries and validity of r).
 func rerankForward[T nn.Float](ops ListwiseOps[T], r rerankCase, x, w []T) (T, *rerankState[T]) {
 	n := r.G * r.K
-	l := retrieve.Listwise[T]{G: r.G, K: r.K, D: r.D}
-	pool := retrieve.PairPool[T]{D: r.D}
+	l := nn.Listwise[T]{G: r.G, K: r.K, D: r.D}
+	pool := nn.PairPool[T]{D: r.D}
 	st := &rerankState[T]{f: make([]T, n*r.D), pool: pool.NewActs(n), loss: l.NewActs()}
 	// pass 1: one feature vector per (query, candidate) sequence
-	ops.PoolForward(pool, st.pool, st.f, x, r.nq, r.tokens, n, r.T)
+	ops.PoolForward(pool, st.f, st.pool, x, r.nq, r.tokens, n, r.T)
 	// pass 2: scores and the loss
 	return ops.Forward(l, st.loss, st.f, w, r.cands), st
 }
 
 func rerankBackward[T nn.Float](ops ListwiseOps[T], r rerankCase, st *rerankState[T], w []T, dloss T, dx, dw []T) {
 	n := r.G * r.K
-	l := retrieve.Listwise[T]{G: r.G, K: r.K, D: r.D}
+	l := nn.Listwise[T]{G: r.G, K: r.K, D: r.D}
 	df := make([]T, n*r.D)
 	ops.Backward(l, df, dw, dloss, st.f, w, r.cands, st.loss)
-	ops.PoolBackward(retrieve.PairPool[T]{D: r.D}, dx, df, st.pool, r.nq, r.tokens, n, r.T)
+	ops.PoolBackward(nn.PairPool[T]{D: r.D}, dx, df, r.nq, r.tokens, n, r.T, st.pool)
 }
 
 // rerankRun runs the float64 forward and backward (dloss = 1) on fresh

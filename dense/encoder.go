@@ -12,7 +12,7 @@ import (
 // Encoder is the transformer of a dual encoder: token embedding, the
 // pre-norm blocks of package model with bidirectional attention (Causal
 // false) and padding masks, and a final RMSNorm. It turns B sequences of
-// token ids into B·T token vectors; the contrastive head (retrieve.Head's
+// token ids into B·T token vectors; the contrastive head (nn.Head's
 // ops) pools and normalises them.
 //
 // The weights are those of a model.Model with tied embeddings: its LM head

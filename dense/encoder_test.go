@@ -7,7 +7,7 @@ import (
 
 	"github.com/attnlab/attnlab/gradcheck"
 	"github.com/attnlab/attnlab/model"
-	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -41,13 +41,13 @@ func dualLoss(e *Encoder[float64], queries, docs [][]int, Tn int, tau float64, s
 		if err := e.Forward(acts[x], [][]int{s}); err != nil {
 			return 0, nil, err
 		}
-		retrieve.MeanPool[float64]{D: D}.Forward(pooled[x*D:(x+1)*D], acts[x].Out, acts[x].Valid, 1, Tn)
+		nn.MeanPool[float64]{D: D}.Forward(pooled[x*D:(x+1)*D], acts[x].Out, acts[x].Valid, 1, Tn)
 	}
-	nrm := retrieve.L2Norm[float64]{D: D, Eps: 1e-12}
+	nrm := nn.L2Norm[float64]{D: D, Eps: 1e-12}
 	emb, norms := make([]float64, len(pooled)), make([]float64, len(all))
 	nrm.Forward(emb, norms, pooled, len(all))
 	B, N := len(queries), len(docs)
-	c := retrieve.InfoNCE[float64]{B: B, N: N, D: D, Symmetric: sym}
+	c := nn.InfoNCE[float64]{B: B, N: N, D: D, Symmetric: sym}
 	la := c.NewActs()
 	l := c.Forward(la, emb[:B*D], emb[B*D:], tau, mask)
 	back := func(g *model.Params[float64]) {
@@ -57,7 +57,7 @@ func dualLoss(e *Encoder[float64], queries, docs [][]int, Tn int, tau float64, s
 		nrm.Backward(dp, demb, emb, norms, len(all))
 		for x, a := range acts {
 			dOut := make([]float64, len(a.Out))
-			retrieve.MeanPool[float64]{D: D}.Backward(dOut, dp[x*D:(x+1)*D], a.Valid, 1, Tn)
+			nn.MeanPool[float64]{D: D}.Backward(dOut, dp[x*D:(x+1)*D], a.Valid, 1, Tn)
 			e.Backward(g, a, dOut)
 		}
 	}

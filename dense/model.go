@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/tokenizer"
 )
@@ -105,9 +106,9 @@ func (m *Model) EmbedTokens(dst []float32, ids []int) error {
 	if err := m.Enc.Forward(a, [][]int{ids}); err != nil {
 		return err
 	}
-	retrieve.MeanPool[float32]{D: D}.Forward(dst[:D], a.Out, a.Valid, 1, a.T)
+	nn.MeanPool[float32]{D: D}.Forward(dst[:D], a.Out, a.Valid, 1, a.T)
 	norm := []float32{0}
-	retrieve.L2Norm[float32]{D: D, Eps: 1e-12}.Forward(dst[:D], norm, dst[:D], 1)
+	nn.L2Norm[float32]{D: D, Eps: 1e-12}.Forward(dst[:D], norm, dst[:D], 1)
 	return nil
 }
 

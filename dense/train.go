@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/train"
 )
@@ -177,7 +178,7 @@ func (t *Trainer) backward(a *Acts[float32], dp []float32) {
 	dOut := t.dOut[:len(a.Out)]
 	clear(dOut)
 	// forward was: pooled = MeanPool(Out)
-	retrieve.MeanPool[float32]{D: len(dp)}.Backward(dOut, dp, a.Valid, 1, a.T)
+	nn.MeanPool[float32]{D: len(dp)}.Backward(dOut, dp, a.Valid, 1, a.T)
 	t.Enc.Backward(t.grads, a, dOut)
 }
 
@@ -232,7 +233,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		if err != nil {
 			return StepResult{}, err
 		}
-		retrieve.MeanPool[float32]{D: D}.Forward(pooled[x*D:(x+1)*D], a.Out, a.Valid, 1, a.T)
+		nn.MeanPool[float32]{D: D}.Forward(pooled[x*D:(x+1)*D], a.Out, a.Valid, 1, a.T)
 		tokens += len(ids)
 		if o.Chunk > 0 {
 			pool.put(a)
@@ -242,11 +243,11 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	}
 
 	// pass 2: normalise, similarities, loss
-	nrm := retrieve.L2Norm[float32]{D: D, Eps: 1e-12}
+	nrm := nn.L2Norm[float32]{D: D, Eps: 1e-12}
 	emb, norms := make([]float32, len(pooled)), make([]float32, len(seqs))
 	nrm.Forward(emb, norms, pooled, len(seqs))
 	tau := float32(t.Tau)
-	loss := retrieve.InfoNCE[float32]{B: B, N: N, D: D, Symmetric: o.Symmetric}
+	loss := nn.InfoNCE[float32]{B: B, N: N, D: D, Symmetric: o.Symmetric}
 	la := loss.NewActs()
 	q, d := emb[:B*D], emb[B*D:]
 	l := loss.Forward(la, q, d, tau, mask)

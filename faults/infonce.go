@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/attnlab/attnlab/checks"
-	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/nn"
 )
 
 // InfoNCE returns the faults of the contrastive head: package retrieve's
@@ -35,7 +35,7 @@ func InfoNCE() []Fault[checks.InfoNCEImpl] {
 // softmaxes without the positive: P'[i,j] = P[i,j]/(1 − P[i,i]) for j ≠ i,
 // P'[i,i] = 0, and log Σ_{j≠i} e^S = log Σ_j e^S + log(1 − P[i,i]). The
 // correct backward, which reads P, then differentiates this loss exactly.
-func infoncePositiveOutside(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64 {
+func infoncePositiveOutside(c nn.InfoNCE[float64], a *nn.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64 {
 	loss := c.Forward(a, q, d, tau, mask)
 	B, N := c.B, c.N
 	var lq, ld float64
@@ -65,7 +65,7 @@ func infoncePositiveOutside(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEActs
 // started from S[0,j] whatever the mask says. It runs the correct forward,
 // then redoes the column softmaxes and L_d with that start; the correct
 // backward reads PC, so forward and backward stay consistent.
-func infonceColumnMaxFromRow0(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64 {
+func infonceColumnMaxFromRow0(c nn.InfoNCE[float64], a *nn.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64 {
 	loss := c.Forward(a, q, d, tau, mask)
 	if !c.Symmetric {
 		return loss
@@ -99,7 +99,7 @@ func infonceColumnMaxFromRow0(c retrieve.InfoNCE[float64], a *retrieve.InfoNCEAc
 	return (lq + ld) / float64(B) / 2
 }
 
-func l2NormConstant(l retrieve.L2Norm[float64], dx, dy, y, norm []float64, n int) {
+func l2NormConstant(l nn.L2Norm[float64], dx, dy, y, norm []float64, n int) {
 	D := l.D
 	for i := range n {
 		for j := range D {
@@ -108,7 +108,7 @@ func l2NormConstant(l retrieve.L2Norm[float64], dx, dy, y, norm []float64, n int
 	}
 }
 
-func infonceDTauFlipped(c retrieve.InfoNCE[float64], dq, dd []float64, dtau *float64, dloss float64, q, d []float64, tau float64, mask []bool, a *retrieve.InfoNCEActs[float64]) {
+func infonceDTauFlipped(c nn.InfoNCE[float64], dq, dd []float64, dtau *float64, dloss float64, q, d []float64, tau float64, mask []bool, a *nn.InfoNCEActs[float64]) {
 	var t float64
 	c.Backward(dq, dd, &t, dloss, q, d, tau, mask, a)
 	if dtau != nil {

@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/attnlab/attnlab/checks"
-	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/nn"
 )
 
 // Listwise returns the faults of the reranker head: package retrieve's
@@ -18,10 +18,10 @@ func Listwise() []Fault[checks.ListwiseImpl] {
 				"so finite differences see it only in a group without a valid negative, whose loss becomes −∞"},
 		{Name: "listwise-invalid-counted", FDBlind: true,
 			Impl: with(ref, func(i *checks.ListwiseImpl) {
-				i.Forward = func(l retrieve.Listwise[float64], a *retrieve.ListwiseActs[float64], p, w []float64, _ []bool) float64 {
+				i.Forward = func(l nn.Listwise[float64], a *nn.ListwiseActs[float64], p, w []float64, _ []bool) float64 {
 					return l.Forward(a, p, w, nil)
 				}
-				i.Backward = func(l retrieve.Listwise[float64], dp, dw []float64, dloss float64, p, w []float64, _ []bool, a *retrieve.ListwiseActs[float64]) {
+				i.Backward = func(l nn.Listwise[float64], dp, dw []float64, dloss float64, p, w []float64, _ []bool, a *nn.ListwiseActs[float64]) {
 					l.Backward(dp, dw, dloss, p, w, nil, a)
 				}
 			}),
@@ -48,7 +48,7 @@ func Listwise() []Fault[checks.ListwiseImpl] {
 // listwisePositiveOutside runs the correct forward, then renormalises the
 // saved softmaxes without the positive, so that the correct backward
 // differentiates the faulty loss exactly.
-func listwisePositiveOutside(l retrieve.Listwise[float64], a *retrieve.ListwiseActs[float64], p, w []float64, valid []bool) float64 {
+func listwisePositiveOutside(l nn.Listwise[float64], a *nn.ListwiseActs[float64], p, w []float64, valid []bool) float64 {
 	loss := l.Forward(a, p, w, valid)
 	var extra float64
 	for g := range l.G {
@@ -64,7 +64,7 @@ func listwisePositiveOutside(l retrieve.Listwise[float64], a *retrieve.ListwiseA
 
 // rotate returns the rows of p (G·K rows of width values) with each group's
 // candidates in the order K−1, 0, 1, …, K−2 (the last first); back undoes it.
-func rotate(l retrieve.Listwise[float64], p []float64, width int, back bool) []float64 {
+func rotate(l nn.Listwise[float64], p []float64, width int, back bool) []float64 {
 	out := make([]float64, len(p))
 	for g := range l.G {
 		for k := range l.K {
@@ -78,11 +78,11 @@ func rotate(l retrieve.Listwise[float64], p []float64, width int, back bool) []f
 	return out
 }
 
-func listwiseLastForward(l retrieve.Listwise[float64], a *retrieve.ListwiseActs[float64], p, w []float64, valid []bool) float64 {
+func listwiseLastForward(l nn.Listwise[float64], a *nn.ListwiseActs[float64], p, w []float64, valid []bool) float64 {
 	return l.Forward(a, rotate(l, p, l.D, false), w, nil)
 }
 
-func listwiseLastBackward(l retrieve.Listwise[float64], dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *retrieve.ListwiseActs[float64]) {
+func listwiseLastBackward(l nn.Listwise[float64], dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *nn.ListwiseActs[float64]) {
 	dr := make([]float64, len(dp))
 	l.Backward(dr, dw, dloss, rotate(l, p, l.D, false), w, nil, a)
 	for i, v := range rotate(l, dr, l.D, true) {
@@ -90,7 +90,7 @@ func listwiseLastBackward(l retrieve.Listwise[float64], dp, dw []float64, dloss 
 	}
 }
 
-func listwiseSumBackward(l retrieve.Listwise[float64], dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *retrieve.ListwiseActs[float64]) {
+func listwiseSumBackward(l nn.Listwise[float64], dp, dw []float64, dloss float64, p, w []float64, valid []bool, a *nn.ListwiseActs[float64]) {
 	l.Backward(dp, dw, dloss*float64(l.G), p, w, valid, a)
 }
 
@@ -107,10 +107,10 @@ func pairSides(nq []int, valid []bool, b, t, Tn int, sep bool) int {
 	return -1
 }
 
-// pairPoolForward is retrieve.PairPool's forward written out, with the
+// pairPoolForward is nn.PairPool's forward written out, with the
 // separator pooled into the code side when sep is set.
-func pairPoolForward(sep bool) func(p retrieve.PairPool[float64], a *retrieve.PairPoolActs[float64], f, x []float64, nq []int, valid []bool, B, Tn int) {
-	return func(p retrieve.PairPool[float64], a *retrieve.PairPoolActs[float64], f, x []float64, nq []int, valid []bool, B, Tn int) {
+func pairPoolForward(sep bool) func(p nn.PairPool[float64], f []float64, a *nn.PairPoolActs[float64], x []float64, nq []int, valid []bool, B, Tn int) {
+	return func(p nn.PairPool[float64], f []float64, a *nn.PairPoolActs[float64], x []float64, nq []int, valid []bool, B, Tn int) {
 		D := p.D
 		for b := range B {
 			sides := [2][]float64{a.U[b*D : (b+1)*D], a.V[b*D : (b+1)*D]}
@@ -144,11 +144,11 @@ func pairPoolForward(sep bool) func(p retrieve.PairPool[float64], a *retrieve.Pa
 	}
 }
 
-// pairPoolBackward is retrieve.PairPool's backward written out, with the
+// pairPoolBackward is nn.PairPool's backward written out, with the
 // separator pooled into the code side when sep is set, and without the
 // normalisation's projection when constNorm is set.
-func pairPoolBackward(sep, constNorm bool) func(p retrieve.PairPool[float64], dx, df []float64, a *retrieve.PairPoolActs[float64], nq []int, valid []bool, B, Tn int) {
-	return func(p retrieve.PairPool[float64], dx, df []float64, a *retrieve.PairPoolActs[float64], nq []int, valid []bool, B, Tn int) {
+func pairPoolBackward(sep, constNorm bool) func(p nn.PairPool[float64], dx, df []float64, nq []int, valid []bool, B, Tn int, a *nn.PairPoolActs[float64]) {
+	return func(p nn.PairPool[float64], dx, df []float64, nq []int, valid []bool, B, Tn int, a *nn.PairPoolActs[float64]) {
 		D := p.D
 		for b := range B {
 			u, v := a.U[b*D:(b+1)*D], a.V[b*D:(b+1)*D]

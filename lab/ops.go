@@ -49,9 +49,9 @@ var registry = sync.OnceValue(func() []Runner {
 			Reference: checks.BlockReference, Suite: checks.Block(), Faults: faults.Block(), Oracle: "block"},
 		Op[checks.DecoderImpl]{Name: "decoder", Impl: "model.Model: training pass and KV-cache decoding, float64 and float32",
 			Reference: checks.DecoderReference, Suite: checks.Decoder(), Faults: faults.Decoder(), Oracle: "decoder"},
-		Op[checks.InfoNCEImpl]{Name: "infonce", Impl: "retrieve.MeanPool, L2Norm, InfoNCE: the contrastive head of a dual encoder, float64 and float32",
+		Op[checks.InfoNCEImpl]{Name: "infonce", Impl: "nn.MeanPool, L2Norm, InfoNCE: the contrastive head of a dual encoder, float64 and float32",
 			Reference: checks.InfoNCEReference, Suite: checks.InfoNCE(), Faults: faults.InfoNCE()},
-		Op[checks.ListwiseImpl]{Name: "listwise", Impl: "retrieve.PairPool and Listwise: the pooling, scoring head and listwise loss of a cross-encoder reranker, float64 and float32",
+		Op[checks.ListwiseImpl]{Name: "listwise", Impl: "nn.PairPool and Listwise: the pooling, scoring head and listwise loss of a cross-encoder reranker, float64 and float32",
 			Reference: checks.ListwiseReference, Suite: checks.Listwise(), Faults: faults.Listwise()},
 	}
 })

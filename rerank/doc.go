@@ -18,8 +18,8 @@
 // so the model can compare the two word by word, which a dual encoder,
 // squeezing each side into one vector before they meet, cannot. Each side's
 // token vectors are averaged and scaled to unit length, and a learned
-// vector w scores their element-wise product (retrieve.PairPool,
-// retrieve.Listwise). w starts at the dual encoder's 1/τ, so an untrained
+// vector w scores their element-wise product (nn.PairPool,
+// nn.Listwise). w starts at the dual encoder's 1/τ, so an untrained
 // reranker ranks as the dual encoder does, up to the new blocks' small
 // initial perturbation.
 //
@@ -30,7 +30,7 @@
 // ranks high for the query but that is not its answer, mined once before
 // training (retrieve.MineHardNegatives, MineDense) with likely false
 // negatives dropped. The loss is the softmax cross-entropy of each group
-// against its positive (retrieve.Listwise, whose backward the lab checks
+// against its positive (nn.Listwise, whose backward the lab checks
 // with finite differences), optimised with AdamW.
 //
 // # Ranking

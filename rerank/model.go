@@ -11,7 +11,7 @@ import (
 
 	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/model"
-	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
 	"github.com/attnlab/attnlab/tokenizer"
 )
@@ -27,7 +27,7 @@ const (
 	idfTensor  = "lexical.idf"
 )
 
-// PairProduct names the pooling of retrieve.PairPool in the settings.
+// PairProduct names the pooling of nn.PairPool in the settings.
 const PairProduct = "pair-product"
 
 // Settings are what a checkpoint records beyond the transformer and the
@@ -37,7 +37,7 @@ type Settings struct {
 	MaxQuery  int    `json:"max_query_tokens"`
 	MaxCode   int    `json:"max_code_tokens"`
 	Separator string `json:"separator"`       // the special token between query and code
-	Pooling   string `json:"pooling"`         // "pair-product": retrieve.PairPool
+	Pooling   string `json:"pooling"`         // "pair-product": nn.PairPool
 	Causal    bool   `json:"causal"`          // false: bidirectional attention
 	Isolated  int    `json:"isolated_layers"` // blocks in which query and code do not attend to each other
 	Lexical   bool   `json:"lexical"`         // the head also weighs the NumLexical exact-match features
@@ -51,7 +51,7 @@ const NumLexical = 2
 // Model is a cross-encoder: the sequence "query SEP code" goes through a
 // transformer encoder (dense.Encoder: bidirectional attention), its token
 // vectors are pooled into the product of the query side's and the code
-// side's means (retrieve.PairPool), and the score head w turns that into
+// side's means (nn.PairPool), and the score head w turns that into
 // one number, the pair's relevance. Score is safe for concurrent use.
 type Model struct {
 	Enc      *dense.Encoder[float32]
@@ -129,9 +129,9 @@ func (m *Model) lexical(dst []float32, query, code []int) {
 
 // features writes the vector the head weighs for a pair encoded in a
 // (dim D, then the lexical features).
-func (m *Model) features(f []float32, pa *retrieve.PairPoolActs[float32], a *dense.Acts[float32], query, code []int) {
+func (m *Model) features(f []float32, pa *nn.PairPoolActs[float32], a *dense.Acts[float32], query, code []int) {
 	D := m.Dim()
-	retrieve.PairPool[float32]{D: D}.Forward(pa, f[:D], a.Out, []int{len(query)}, a.Valid, 1, a.T)
+	nn.PairPool[float32]{D: D}.Forward(f[:D], pa, a.Out, []int{len(query)}, a.Valid, 1, a.T)
 	if m.Settings.Lexical {
 		m.lexical(f[D:], query, code)
 	}
@@ -183,9 +183,9 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 		return 0, err
 	}
 	f := make([]float32, m.Features())
-	m.features(f, retrieve.PairPool[float32]{D: D}.NewActs(1), a, query, code)
+	m.features(f, nn.PairPool[float32]{D: D}.NewActs(1), a, query, code)
 	s := []float32{0}
-	retrieve.Listwise[float32]{G: 1, K: 1, D: len(f)}.Score(s, f, m.W, 1)
+	nn.Listwise[float32]{G: 1, K: 1, D: len(f)}.Score(s, f, m.W, 1)
 	return s[0], nil
 }
 
@@ -207,7 +207,7 @@ func (m *Model) Score(query, code string) float32 {
 // a pair. The score head is 1/τ of the dual encoder in every element, so
 // that before training, up to the new blocks' small perturbation, the
 // score is the dual encoder's: the cosine of the query side's and the code
-// side's mean token vectors over τ (retrieve.PairPool). With cross = 0
+// side's mean token vectors over τ (nn.PairPool). With cross = 0
 // query and code attend to each other in every block from the start.
 //
 // With lexical, the head also weighs NumLexical exact-match features,

@@ -13,6 +13,7 @@ import (
 	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/gradcheck"
 	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/train"
 )
@@ -105,21 +106,21 @@ func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, extra [
 	D := e.Model.Config.HiddenSize
 	G, K := len(groups), len(groups[0])
 	F := len(w)
-	head := retrieve.Listwise[float64]{G: 1, K: K, D: F}
-	pool := retrieve.PairPool[float64]{D: D}
+	head := nn.Listwise[float64]{G: 1, K: K, D: F}
+	pool := nn.PairPool[float64]{D: D}
 	type group struct {
 		p     []float64
 		valid []bool
 		nq    [][]int
 		acts  []*dense.Acts[float64]
-		pa    []*retrieve.PairPoolActs[float64]
-		la    *retrieve.ListwiseActs[float64]
+		pa    []*nn.PairPoolActs[float64]
+		la    *nn.ListwiseActs[float64]
 	}
 	var gs []group
 	var loss float64
 	for g, seqs := range groups {
 		gr := group{p: make([]float64, K*F), valid: make([]bool, K), nq: make([][]int, K), acts: make([]*dense.Acts[float64], K),
-			pa: make([]*retrieve.PairPoolActs[float64], K), la: head.NewActs()}
+			pa: make([]*nn.PairPoolActs[float64], K), la: head.NewActs()}
 		for k, s := range seqs {
 			if s == nil {
 				continue
@@ -135,7 +136,7 @@ func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, extra [
 				panic(err)
 			}
 			gr.pa[k] = pool.NewActs(1)
-			pool.Forward(gr.pa[k], gr.p[k*F:k*F+D], gr.acts[k].Out, gr.nq[k], gr.acts[k].Valid, 1, Tn)
+			pool.Forward(gr.p[k*F:k*F+D], gr.pa[k], gr.acts[k].Out, gr.nq[k], gr.acts[k].Valid, 1, Tn)
 			if extra != nil {
 				copy(gr.p[k*F+D:(k+1)*F], extra[g][k])
 			}
@@ -152,7 +153,7 @@ func crossLoss(e *dense.Encoder[float64], w []float64, groups [][][]int, extra [
 					continue
 				}
 				dOut := make([]float64, len(a.Out))
-				pool.Backward(dOut, dp[k*F:k*F+D], gr.pa[k], gr.nq[k], a.Valid, 1, Tn)
+				pool.Backward(dOut, dp[k*F:k*F+D], gr.nq[k], a.Valid, 1, Tn, gr.pa[k])
 				e.Backward(g, a, dOut)
 			}
 		}

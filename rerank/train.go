@@ -7,6 +7,7 @@ import (
 
 	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/train"
 )
@@ -98,7 +99,7 @@ type Options struct {
 }
 
 // Trainer trains a cross-encoder with the listwise loss of
-// retrieve.Listwise: each step takes G queries; each query's group is its
+// nn.Listwise: each step takes G queries; each query's group is its
 // positive and K−1 negatives drawn without replacement from its hard
 // negatives (a query with fewer has its group padded with invalid
 // candidates, which the loss leaves out).
@@ -174,10 +175,10 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	idx := t.cur.Take(o.Groups)
 	G := len(idx)
 	F := m.Features() // the pooled pair, then any lexical features
-	head := retrieve.Listwise[float32]{G: 1, K: K, D: F}
+	head := nn.Listwise[float32]{G: 1, K: K, D: F}
 	la := head.NewActs()
-	pool := retrieve.PairPool[float32]{D: D}
-	pa := make([]*retrieve.PairPoolActs[float32], K)
+	pool := nn.PairPool[float32]{D: D}
+	pa := make([]*nn.PairPoolActs[float32], K)
 	for k := range pa {
 		pa[k] = pool.NewActs(1)
 	}
@@ -241,7 +242,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 			}
 			dOut := t.dOut[:len(a.Out)]
 			clear(dOut) // PairPool.Backward adds into it; the lexical features are inputs and get no gradient
-			pool.Backward(dOut, dp[k*F:k*F+D], pa[k], nq, a.Valid, 1, a.T)
+			pool.Backward(dOut, dp[k*F:k*F+D], nq, a.Valid, 1, a.T, pa[k])
 			m.Enc.Backward(t.grads, a, dOut)
 			t.spare[a.T] = append(t.spare[a.T], a) // free for the next group
 		}

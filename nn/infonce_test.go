@@ -1,4 +1,4 @@
-package retrieve
+package nn
 
 import (
 	"fmt"
@@ -144,18 +144,6 @@ func TestInfoNCEPanics(t *testing.T) {
 			}()
 			tc.f()
 		}()
-	}
-}
-
-func TestDuplicateMask(t *testing.T) {
-	keys := []string{"x", "y", "x", "x"}
-	m := make([]bool, 2*4)
-	DuplicateMask(m, keys, 2)
-	want := []bool{false, false, true, true, false, false, false, false}
-	for i := range m {
-		if m[i] != want[i] {
-			t.Fatalf("mask %v, want %v", m, want)
-		}
 	}
 }
 

@@ -1,15 +1,9 @@
-package retrieve
+package nn
 
 import (
 	"fmt"
 	"math"
 )
-
-// Float is the element type of the contrastive head (pooling, normalisation,
-// InfoNCE). Its derivatives are checked in float64; training runs in float32.
-type Float interface {
-	~float32 | ~float64
-}
 
 // MeanPool averages the vectors of the valid tokens of each sequence: the
 // pooling of sentence-transformers' default dual encoders.

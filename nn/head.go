@@ -1,4 +1,4 @@
-package retrieve
+package nn
 
 // Head is the contrastive head of a dual encoder, from the token vectors an
 // encoder produces to the InfoNCE loss:

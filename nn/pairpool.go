@@ -1,4 +1,4 @@
-package retrieve
+package nn
 
 import "fmt"
 
@@ -44,7 +44,7 @@ const pairEps = 1e-12
 //
 // It panics if a sequence has no query or no code token, D or Tn is not
 // positive, or a slice has the wrong length.
-func (p PairPool[T]) Forward(a *PairPoolActs[T], f, x []T, nq []int, valid []bool, B, Tn int) {
+func (p PairPool[T]) Forward(f []T, a *PairPoolActs[T], x []T, nq []int, valid []bool, B, Tn int) {
 	p.check("PairPool.Forward", a, f, x, nq, valid, B, Tn)
 	D := p.D
 	norm := L2Norm[T]{D: D, Eps: pairEps}
@@ -93,7 +93,7 @@ func (p PairPool[T]) Forward(a *PairPoolActs[T], f, x []T, nq []int, valid []boo
 // Backward adds into dx; callers zero it.
 //
 // It panics on the conditions of Forward.
-func (p PairPool[T]) Backward(dx, df []T, a *PairPoolActs[T], nq []int, valid []bool, B, Tn int) {
+func (p PairPool[T]) Backward(dx, df []T, nq []int, valid []bool, B, Tn int, a *PairPoolActs[T]) {
 	p.check("PairPool.Backward", a, df, dx, nq, valid, B, Tn)
 	D := p.D
 	norm := L2Norm[T]{D: D, Eps: pairEps}
