@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/attnlab/attnlab/rerank"
+	"github.com/attnlab/attnlab/retrieve/rerank"
 )
 
 var retrieverRerankCmd = &command{

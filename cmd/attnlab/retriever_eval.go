@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/attnlab/attnlab/codesearch"
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/search"
 )
 
 var retrieverEvalCmd = &command{
@@ -39,7 +39,7 @@ existing folder is refused unless -force, and it may not be an input.
 
 Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker`,
 	define: func(fs *flag.FlagSet) runFunc {
-		o := &codesearch.EvalOptions{}
+		o := &search.EvalOptions{}
 		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs (required)")
 		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder")
@@ -79,10 +79,10 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 	},
 }
 
-func runRetrieverEval(ctx context.Context, o *codesearch.EvalOptions, asJSON, quiet bool, stdout io.Writer) error {
+func runRetrieverEval(ctx context.Context, o *search.EvalOptions, asJSON, quiet bool, stdout io.Writer) error {
 	ev := events(stdout, 0, "", quiet)
 	ev.Log = nil
-	res, err := codesearch.Evaluate(ctx, *o, ev)
+	res, err := search.Evaluate(ctx, *o, ev)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/train"
 )
 

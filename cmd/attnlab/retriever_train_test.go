@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/dense"
 )
 
 // tinyRetriever is a dense encoder small enough to train in a fraction of a

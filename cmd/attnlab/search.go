@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/attnlab/attnlab/dense"
+	"github.com/attnlab/attnlab/retrieve/dense"
 )
 
 var searchCmd = register(&command{

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
+	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/safetensors"
 	"github.com/attnlab/attnlab/tokenizer"
 )

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/gradcheck"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/train"
 )
 

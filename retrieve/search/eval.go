@@ -1,4 +1,4 @@
-package codesearch
+package search
 
 import (
 	"context"
@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/internal/output"
-	"github.com/attnlab/attnlab/rerank"
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/dense"
+	"github.com/attnlab/attnlab/retrieve/rerank"
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -65,7 +65,7 @@ func Systems(model, reranker bool) []string {
 // any work; the index is written only after every system was measured.
 func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult, error) {
 	if o.Data == "" {
-		return nil, errors.New("codesearch: no data file")
+		return nil, errors.New("search: no data file")
 	}
 	if o.Systems == nil {
 		o.Systems = Systems(o.Model != "", o.Reranker != "")
@@ -76,11 +76,11 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 		}
 	}
 	if o.Depth < 1 {
-		return nil, fmt.Errorf("codesearch: rerank depth %d: want >= 1", o.Depth)
+		return nil, fmt.Errorf("search: rerank depth %d: want >= 1", o.Depth)
 	}
 	if o.WriteIndex != "" {
 		if o.Model == "" {
-			return nil, errors.New("codesearch: writing an index needs a dense model")
+			return nil, errors.New("search: writing an index needs a dense model")
 		}
 		if err := (output.Target{Path: o.WriteIndex, Replace: o.Force, Inputs: []string{o.Data, o.Model, o.Reranker}}).Dir(); err != nil {
 			return nil, err
@@ -91,7 +91,7 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 		return nil, err
 	}
 	if len(pairs) == 0 {
-		return nil, fmt.Errorf("codesearch: %s holds no pairs", o.Data)
+		return nil, fmt.Errorf("search: %s holds no pairs", o.Data)
 	}
 	res := &EvalResult{Data: o.Data, Queries: len(pairs)}
 	pkgs := map[string]bool{}

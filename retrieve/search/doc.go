@@ -1,5 +1,5 @@
-// Package codesearch puts the retrieval pieces together into what a user
+// Package search puts the retrieval pieces together into what a user
 // runs: BM25 and the dual encoder as first stages, their fusion, the
 // cross-encoder reranker on top, evaluated by name on any set of
 // (query, code) pairs.
-package codesearch
+package search

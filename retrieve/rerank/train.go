@@ -5,10 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/train"
 )
 

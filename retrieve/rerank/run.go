@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/attnlab/attnlab/dense"
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/train"
 )
 
