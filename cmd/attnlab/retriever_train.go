@@ -27,7 +27,9 @@ BM25-mined hard negatives (mined once; candidates with the gold's code, or
 scoring within -mine-margin of the gold, are dropped as likely false
 negatives; in-batch copies of a positive and positives of identical queries
 are masked), both directions unless -symmetric=false, at a fixed
-temperature unless -learn-tau; AdamW with warmup and cosine decay.
+temperature unless -learn-tau; AdamW with warmup and cosine decay. With
+-init the encoder starts from a language model instead (attnlab train's
+checkpoint: its tokenizer, its transformer read bidirectionally, raw text).
 
 It shows a progress bar (a line every 30 s when stderr is not a terminal),
 writes OUT/curves.csv (one row per step, written every 50 steps and at the
@@ -44,6 +46,7 @@ Example: attnlab retriever train -data retr -out run`,
 		fs.StringVar(&o.Out, "out", "retriever-run", "output folder: model, index, curves.csv")
 		fs.BoolVar(&o.Force, "force", false, "replace the run in an OUT that is not empty")
 		indexData := fs.String("index-data", "", "comma-separated JSONL files whose code OUT/index holds (default DATA/test.jsonl)")
+		fs.StringVar(&o.Init, "init", "", "start from this language-model checkpoint (attnlab train's OUT/checkpoint): its tokenizer and transformer, raw text; -text, -vocab and the model sizes are then its")
 		fs.StringVar(&o.Settings.Text, "text", dense.TextTerms, "what the encoder reads: terms (code-aware terms, as BM25) or raw (the text as written)")
 		fs.IntVar(&o.Vocab, "vocab", 4096, "tokenizer vocabulary size")
 		fs.IntVar(&o.Model.HiddenSize, "dim", 128, "model width")

@@ -508,3 +508,30 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestRetrieverTrainFromLM starts the dual encoder from a language model:
+// its tokenizer and sizes, and its weights before the first step.
+func TestRetrieverTrainFromLM(t *testing.T) {
+	src, lm := tinyCorpus(t), filepath.Join(t.TempDir(), "lm")
+	if code, stdout, stderr := attnlab(t, trainArgs(src, lm, "-steps", "2")...); code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, stdout, stderr)
+	}
+	data := retrieverData(t)
+	out := filepath.Join(t.TempDir(), "run")
+	stdout := trainRetriever(t, data, out, "-init", filepath.Join(lm, "checkpoint"))
+	if !strings.Contains(stdout, "encoder: the language model") {
+		t.Errorf("no word of the language model:\n%s", stdout)
+	}
+	m, err := dense.Load(filepath.Join(out, "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Settings.Text != dense.TextRaw || m.Tok.VocabSize() != 300 || m.Dim() != 16 {
+		t.Errorf("text %q, vocabulary %d, width %d: want the language model's (raw, 300, 16)", m.Settings.Text, m.Tok.VocabSize(), m.Dim())
+	}
+	// a dual encoder is not a language model to start from
+	code, _, stderr := attnlab(t, append([]string{"retriever", "train", "-data", data, "-out", filepath.Join(t.TempDir(), "x"), "-init", filepath.Join(out, "model")}, tinyRetriever...)...)
+	if code != 1 || !strings.Contains(stderr, "dual-encoder") {
+		t.Errorf("-init with a dual encoder: exit %d, %s", code, stderr)
+	}
+}

@@ -279,3 +279,42 @@ func LoadFolder(dir string) (*Model, error) {
 	}
 	return Load(dir)
 }
+
+// FromLM starts a dual encoder from a language model's checkpoint (a
+// folder that model.LoadLM reads, with its tokenizer.json): the encoder is
+// the language model's transformer — embedding, blocks and final norm —
+// read bidirectionally, through its own tokenizer, on the raw text (the
+// language model learned Go, comments included, as written). The lengths
+// and temperature come from s.
+func FromLM(dir string, s Settings) (*Model, error) {
+	lm, lp, err := model.LoadLM[float32](dir)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("dense: %w", err)
+	}
+	cfg := lm.Config
+	if !cfg.TieWordEmbeddings {
+		return nil, fmt.Errorf("dense: %s: the language model's head is not tied to its embedding; a dual encoder keeps the embedding alone", dir)
+	}
+	cfg.Kind = ""
+	s.Text = TextRaw
+	m, err := New(cfg, tok, s, 0.02, 1)
+	if err != nil {
+		return nil, err
+	}
+	from := map[string][]float32{}
+	for _, t := range lm.Tensors(lp) {
+		from[t.Name] = t.Data
+	}
+	for _, t := range m.Enc.Model.Tensors(m.Enc.Params) {
+		src, ok := from[t.Name]
+		if !ok || len(src) != len(t.Data) {
+			return nil, fmt.Errorf("dense: %s: no tensor %q of %d values to start from", dir, t.Name, len(t.Data))
+		}
+		copy(t.Data, src)
+	}
+	return m, nil
+}

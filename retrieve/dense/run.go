@@ -32,6 +32,9 @@ type RunOptions struct {
 	Settings Settings     // text, sequence lengths, τ
 	Vocab    int          // tokenizer size
 	Model    model.Config // sizes of the encoder
+	// Init is a language-model checkpoint to start from (FromLM): its
+	// tokenizer and transformer replace Vocab, Model and Settings.Text.
+	Init string
 
 	Batch, HardNegatives int
 	MineDepth            int
@@ -66,6 +69,9 @@ func (o RunOptions) Validate() error {
 	}
 	if err := o.optim().Validate(); err != nil {
 		return err
+	}
+	if o.Init != "" {
+		return nil
 	}
 	return o.config().Validate()
 }
@@ -108,7 +114,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if len(indexFiles) == 0 {
 		indexFiles = []string{filepath.Join(o.Data, "test.jsonl")}
 	}
-	if err := (output.Target{Path: o.Out, Replace: o.Force, Inputs: append([]string{o.Data}, indexFiles...)}).Dir(); err != nil {
+	if err := (output.Target{Path: o.Out, Replace: o.Force, Inputs: append([]string{o.Data, o.Init}, indexFiles...)}).Dir(); err != nil {
 		return nil, err
 	}
 	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
@@ -137,13 +143,27 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
 	}
 
-	// Tokenizer, hard negatives, tokenised data.
+	// The encoder: a language model's, or a fresh one with a tokenizer
+	// learned on the pairs.
 	t0 := time.Now()
-	tok, err := TrainTokenizer(trainPairs, o.Vocab, o.Settings)
-	if err != nil {
-		return nil, err
+	var m *Model
+	if o.Init != "" {
+		if m, err = FromLM(o.Init, o.Settings); err != nil {
+			return nil, err
+		}
+		ev.Logf("encoder: the language model %s (its tokenizer of %d ids, raw text)", o.Init, m.Tok.VocabSize())
+	} else {
+		tok, err := TrainTokenizer(trainPairs, o.Vocab, o.Settings)
+		if err != nil {
+			return nil, err
+		}
+		ev.Logf("tokenizer: %d ids learned on the code and queries (%s) of %d training pairs (%.1fs)", tok.VocabSize(), o.Settings.Text, len(trainPairs), time.Since(t0).Seconds())
+		cfg := o.config()
+		cfg.VocabSize = tok.VocabSize()
+		if m, err = New(cfg, tok, o.Settings, o.InitStd, o.Seed); err != nil {
+			return nil, err
+		}
 	}
-	ev.Logf("tokenizer: %d ids learned on the code and queries (%s) of %d training pairs (%.1fs)", tok.VocabSize(), o.Settings.Text, len(trainPairs), time.Since(t0).Seconds())
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -157,15 +177,10 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cfg := o.config()
-	cfg.VocabSize = tok.VocabSize()
-	m, err := New(cfg, tok, o.Settings, o.InitStd, o.Seed)
-	if err != nil {
-		return nil, err
-	}
+	cfg := m.Enc.Model.Config
 	opt := o.optim()
 	tr, err := NewTrainer(m.Enc, NewData(m, trainPairs, negs), Options{
-		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
+		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: m.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
 		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
 	})
 	if err != nil {
