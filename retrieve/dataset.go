@@ -328,12 +328,15 @@ func parseAll(ctx context.Context, root string, files []string, progress func(do
 }
 
 func parseFile(root, rel string) parsedFile {
-	pf := parsedFile{rel: rel}
 	src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
-		pf.err = fmt.Errorf("retrieve: %w", err)
-		return pf
+		return parsedFile{rel: rel, err: fmt.Errorf("retrieve: %w", err)}
 	}
+	return parseSource(rel, src)
+}
+
+func parseSource(rel string, src []byte) parsedFile {
+	pf := parsedFile{rel: rel}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil {
@@ -440,4 +443,42 @@ func normalQuery(q string) string {
 	return strings.Join(strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	}), " ")
+}
+
+// ErrGenerated is returned by FileFunctions for a file marked "Code
+// generated … DO NOT EDIT.".
+var ErrGenerated = errGenerated
+
+// GoFiles lists the non-test .go files under root in lexical order, as
+// slash-separated paths relative to root, skipping testdata, vendor,
+// hidden and _-prefixed folders: the files BuildDataset and a search
+// index read.
+func GoFiles(root string) ([]string, error) { return goFiles(root) }
+
+// FileFunctions returns the functions and methods with a body (init
+// excluded) of the Go file rel with contents src, as pairs: ID
+// package.Recv.Name, Code from the func keyword to the closing brace
+// without the doc comment (what the encoders read), Query the doc
+// comment's query (QueryFromDoc; "" without one), Package, File and Line.
+// A file that does not parse is an error wrapping the parser's; a
+// generated one is ErrGenerated.
+func FileFunctions(rel string, src []byte) ([]Pair, error) {
+	pf := parseSource(rel, src)
+	if pf.err != nil {
+		return nil, pf.err
+	}
+	pkg := pathDir(rel)
+	out := make([]Pair, 0, len(pf.decls))
+	for _, d := range pf.decls {
+		id := pkg + "." + d.name
+		if d.recv != "" {
+			id = pkg + "." + d.recv + "." + d.name
+		}
+		q := ""
+		if d.doc != "" {
+			q = QueryFromDoc(d.doc, d.name)
+		}
+		out = append(out, Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: rel, Line: d.line})
+	}
+	return out, nil
 }

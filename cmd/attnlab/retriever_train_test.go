@@ -300,7 +300,7 @@ func TestSearchErrors(t *testing.T) {
 		code int
 		want string // in the first line of stderr
 	}{
-		{[]string{"query"}, 2, "-index is required"},
+		{[]string{"query"}, 2, "-src DIR and -index DIR"},
 		{[]string{"-index", index}, 2, "missing query"},
 		{[]string{"-index", index, "-k", "0", "query"}, 2, "-k 0"},
 		{[]string{"-index", filepath.Join(dir, "nosuch"), "query"}, 1, filepath.Join(dir, "nosuch")},

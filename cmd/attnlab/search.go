@@ -6,60 +6,128 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/attnlab/attnlab/retrieve/dense"
+	"github.com/attnlab/attnlab/retrieve/rerank"
+	"github.com/attnlab/attnlab/retrieve/search"
 )
 
 var searchCmd = register(&command{
 	name:  "search",
-	usage: "-index DIR [-k N] [-code] QUERY…",
-	short: "search Go code in natural language with a trained dense index",
-	long: `Search embeds the query with the encoder of an index folder (written by
-"attnlab retriever train" as OUT/index, or by "retriever eval -write-index")
-and prints the -k code documents whose embeddings have the largest cosine
-similarity with it: rank, score, package, file:line and the function's
-first line. The words that are not flags form the query (flags may come
-before or after it; after "--" every word is the query's). A query in which
-the encoder reads nothing (no word of two letters or more that is not a
-stop word) is an error. The time to load the index, to embed the query and
-to search goes to stderr.
+	usage: "(-src DIR [-model DIR] [-reranker DIR] [-cache DIR] | -index DIR) [-k N] [-code] QUERY…",
+	short: "search Go code in natural language: a folder of your own, or a prepared index",
+	long: `Search finds the Go functions that answer a question in words.
 
-Example: attnlab search -index run/index "reports whether the string has the given prefix"`,
+With -src it indexes a folder of Go code (every function and method with a
+body in its non-test .go files; vendor, testdata, hidden folders and
+generated files skipped, unreadable files counted) with the dual encoder of
+-model, ranks by the reciprocal rank fusion of BM25 and the encoder, and
+re-scores the top -depth with the reranker of -reranker. Embeddings are
+cached by file content under -cache, per encoder: a second search of an
+unchanged tree embeds nothing, an edited file is embedded again alone, and
+a cache written by another model is never read.
+
+With -index it searches an index folder (written by "attnlab retriever
+train" as OUT/index, or by "retriever eval -write-index") by the cosine
+similarity of the embeddings alone.
+
+It prints rank, score, file:line, the function and its first line. The
+words that are not flags form the query (flags may come before or after it;
+after "--" every word is the query's). A query in which the encoder reads
+nothing is an error. Timings go to stderr.
+
+Example: attnlab search -src ~/src/myproject -model run/model -reranker run/reranker "parse the config file"`,
 })
 
 type searchOpts struct {
-	index string
-	k     int
-	code  bool
+	src, index, model, reranker, cache string
+	k, depth                           int
+	code, quiet                        bool
 }
 
 func init() {
 	searchCmd.positional = true
 	searchCmd.define = func(fs *flag.FlagSet) runFunc {
 		o := &searchOpts{}
-		fs.StringVar(&o.index, "index", "", "index folder (required)")
+		fs.StringVar(&o.src, "src", "", "folder of Go code to index and search")
+		fs.StringVar(&o.model, "model", "", "with -src: the dual encoder (retriever train's OUT/model)")
+		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker); \"\" none")
+		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
+		fs.IntVar(&o.depth, "depth", 20, "with -src and -reranker: candidates the reranker re-scores")
+		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
 		fs.IntVar(&o.k, "k", 10, "results to print")
 		fs.BoolVar(&o.code, "code", false, "print each result's whole code instead of its first line")
+		fs.BoolVar(&o.quiet, "quiet", false, "no progress")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
-			return runSearch(ctx, o, args, stdout)
+			query := strings.TrimSpace(strings.Join(args, " "))
+			switch {
+			case (o.src == "") == (o.index == ""):
+				return usagef("give one of -src DIR and -index DIR")
+			case query == "":
+				return usagef("missing query")
+			case o.k < 1 || o.depth < 1:
+				return usagef("-k %d, -depth %d: want >= 1", o.k, o.depth)
+			case o.src != "" && o.model == "":
+				return usagef("-src needs -model")
+			}
+			if o.index != "" {
+				return searchIndex(o, query, stdout)
+			}
+			return searchFolder(ctx, o, query, stdout)
 		}
 	}
 }
 
-func runSearch(ctx context.Context, o *searchOpts, args []string, stdout io.Writer) error {
-	if o.index == "" {
-		return usageError{"-index is required"}
+// defaultCache is the user's cache folder for search embeddings.
+func defaultCache() string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "attnlab", "search")
 	}
-	query := strings.TrimSpace(strings.Join(args, " "))
-	if query == "" {
-		return usageError{"missing query"}
+	return ""
+}
+
+func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Writer) error {
+	m, err := dense.LoadFolder(o.model)
+	if err != nil {
+		return err
 	}
-	if o.k < 1 {
-		return usageError{fmt.Sprintf("-k %d: want >= 1", o.k)}
+	if err := m.CheckQuery(query); err != nil {
+		return err
 	}
+	var bar *progress
+	f, err := search.IndexFolder(ctx, o.src, m, search.FolderOptions{Cache: o.cache, Progress: func(done, n int) {
+		if bar == nil {
+			bar = newProgress(n, "embedding", o.quiet)
+		}
+		bar.set(done, "")
+	}})
+	if err != nil {
+		return err
+	}
+	if o.reranker != "" {
+		if f.Reranker, err = rerank.Load(o.reranker); err != nil {
+			return err
+		}
+		f.Depth = o.depth
+	}
+	st := f.Stats
+	start := time.Now()
+	hits, err := f.Search(query, o.k)
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	printHits(stdout, hits, o.code)
+	fmt.Fprintf(progressOut, "%s: %d functions in %d files (%d from the cache, %d embedded; %d generated and %d unreadable skipped) indexed in %s; searched in %s\n",
+		o.src, st.Funcs, st.Files, st.Cached, st.Embedded, st.Generated, st.Unreadable, roundDuration(st.Time), roundDuration(took))
+	return nil
+}
+
+func searchIndex(o *searchOpts, query string, stdout io.Writer) error {
 	start := time.Now()
 	x, err := dense.LoadIndex(o.index)
 	if err != nil {
@@ -69,7 +137,6 @@ func runSearch(ctx context.Context, o *searchOpts, args []string, stdout io.Writ
 	if err := x.Model.CheckQuery(query); err != nil {
 		return err
 	}
-
 	// the two steps of a search, timed apart: the encoder, then the scan
 	q := make([]float32, x.Flat.D)
 	start = time.Now()
@@ -80,23 +147,27 @@ func runSearch(ctx context.Context, o *searchOpts, args []string, stdout io.Writ
 	scan := time.Since(start)
 	scores := make([]float64, len(docs))
 	x.Flat.Dots(scores, q, docs)
-
-	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	for r, d := range docs {
-		p := x.Docs[d]
-		fmt.Fprintf(w, "%d\t%.4f\t%s\t%s:%d\t%s\n", r+1, scores[r], p.Package, p.File, p.Line, firstLine(p.Code))
+	hits := make([]search.Hit, len(docs))
+	for i, d := range docs {
+		hits[i] = search.Hit{Pair: x.Docs[d], Score: scores[i]}
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if o.code {
-		for r, d := range docs {
-			fmt.Fprintf(stdout, "\n// %d. %s (%s:%d)\n%s\n", r+1, x.Docs[d].ID, x.Docs[d].File, x.Docs[d].Line, x.Docs[d].Code)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "index of %d documents loaded in %s; query embedded in %s, searched in %s\n",
+	printHits(stdout, hits, o.code)
+	fmt.Fprintf(progressOut, "index of %d documents loaded in %s; query embedded in %s, searched in %s\n",
 		len(x.Docs), roundDuration(load), roundDuration(embed), roundDuration(scan))
 	return nil
+}
+
+func printHits(w io.Writer, hits []search.Hit, code bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for r, h := range hits {
+		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s:%d\t%s\n", r+1, h.Score, h.Package, h.File, h.Line, firstLine(h.Code))
+	}
+	tw.Flush()
+	if code {
+		for r, h := range hits {
+			fmt.Fprintf(w, "\n// %d. %s (%s:%d)\n%s\n", r+1, h.ID, h.File, h.Line, h.Code)
+		}
+	}
 }
 
 func firstLine(s string) string {
