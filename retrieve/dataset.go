@@ -12,7 +12,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"unicode"
@@ -480,5 +482,68 @@ func FileFunctions(rel string, src []byte) ([]Pair, error) {
 		}
 		out = append(out, Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: rel, Line: d.line})
 	}
+	return out, nil
+}
+
+// useRe finds the replacement a deprecation names: "Deprecated: Use X
+// instead", "Deprecated: use [pkg.X]".
+var useRe = regexp.MustCompile(`(?is)deprecated:.*?\buse\s+\[?\*?([A-Za-z_][\w.]*)`)
+
+// Deprecations finds, in the Go sources srcs, the functions whose doc
+// comment has a "Deprecated:" paragraph naming a replacement in the same
+// package ("Deprecated: Use X instead."), and returns them with their
+// replacements as (replacement, deprecated) pairs: code, and the query of
+// each one's first paragraph.
+func Deprecations(ctx context.Context, srcs []Source) ([][2]Pair, error) {
+	var out [][2]Pair
+	for _, src := range srcs {
+		files, err := goFiles(src.Dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		parsed := parseAll(ctx, src.Dir, files, nil)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		type fn struct {
+			p   Pair
+			doc string
+		}
+		byPkg := map[string]map[string]fn{}
+		for _, f := range parsed {
+			if f.err != nil {
+				continue
+			}
+			pkg := pathDir(f.rel)
+			if byPkg[pkg] == nil {
+				byPkg[pkg] = map[string]fn{}
+			}
+			for _, d := range f.decls {
+				if d.doc == "" || d.recv != "" {
+					continue
+				}
+				byPkg[pkg][d.name] = fn{Pair{ID: pkg + "." + d.name, Query: QueryFromDoc(d.doc, d.name), Code: d.code, Package: pkg, File: f.rel, Line: d.line}, d.doc}
+			}
+		}
+		for _, fns := range byPkg {
+			for _, f := range fns {
+				m := useRe.FindStringSubmatch(f.doc)
+				if m == nil {
+					continue
+				}
+				name := m[1]
+				if i := strings.LastIndexByte(name, '.'); i >= 0 {
+					name = name[i+1:]
+				}
+				if r, ok := fns[name]; ok && r.p.ID != f.p.ID && r.p.Query != "" {
+					out = append(out, [2]Pair{r.p, f.p})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][1].ID < out[j][1].ID })
 	return out, nil
 }
