@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/attnlab/attnlab/internal/vec"
 )
 
-// Float is the element type of every tensor in this package. The checks run in
-// float64; fast paths run in float32.
-type Float interface {
-	~float32 | ~float64
-}
+// Float is the element type of the attention kernels: the module's one
+// constraint (package vec's). The checks run in float64, the fast paths in
+// float32.
+type Float = vec.Float
 
 // Convention says how a causal mask lines up queries with keys when M != N.
 // Peers disagree, so each is named; all three agree when M == N and the

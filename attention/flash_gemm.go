@@ -1,6 +1,8 @@
 package attention
 
-import "math"
+import (
+	"github.com/attnlab/attnlab/internal/vec"
+)
 
 // The tile-level matrix products of the fused attention. Each is one small
 // function over packed row-major tiles, so that it can be replaced by a
@@ -273,70 +275,11 @@ func axpy4[T Float](c, a []T, stride int, b []T, n, k int, zero []T) {
 }
 
 // expShift computes p[j] = exp(s[j] − shift) for a row and returns the sum of
-// the results. A score of −Inf (a hidden key) gives exactly 0.
-//
-// float32 rows use exp32, which is exact to float32 rounding and about twice
-// as fast as math.Exp; float64 rows use math.Exp, so that the float64 path,
-// the one every derivative check runs, carries no approximation of its own.
-func expShift[T Float](p, s []T, shift T) T {
-	switch s := any(s).(type) {
-	case []float32:
-		return T(expShift32(any(p).([]float32), s, float32(shift)))
-	}
-	p = p[:len(s)]
-	var sum T
-	for j, x := range s {
-		e := T(math.Exp(float64(x - shift)))
-		p[j] = e
-		sum += e
-	}
-	return sum
-}
-
-func expShift32(p, s []float32, shift float32) float32 {
-	p = p[:len(s)]
-	var sum float32
-	for j, x := range s {
-		e := float32(exp32(float64(x - shift)))
-		p[j] = e
-		sum += e
-	}
-	return sum
-}
-
-// Constants of exp32: log₂e, and ln 2 split into a high part with trailing
-// zero bits (so that n · ln2Hi is exact for |n| < 2¹¹) and the rest (fdlibm's
-// e_exp.c); shifter = 1.5 · 2⁵² rounds x · log₂e to an integer in the low
-// bits of its mantissa when added.
-const (
-	log2E   = 1.44269504088896338700e+00
-	ln2Hi   = 6.93147180369123816490e-01
-	ln2Lo   = 1.90821492927058770002e-10
-	shifter = 0x1.8p52
-)
-
-// exp32 returns e^x to float32 accuracy (relative error below 1e-7 before
-// the final rounding to float32), computed in float64: x = n ln 2 + r with
-// |r| ≤ ln 2 / 2, e^r by its Taylor polynomial of degree 7 (remainder
-// r⁸/8! < 6e-9) evaluated in Estrin's scheme, and 2ⁿ placed in the exponent
-// bits. Below −104 every float32 result is 0 (the smallest subnormal is
-// e^−103.3), which also covers −Inf. NaN and arguments above 88 (beyond
-// float32's range) go to math.Exp.
-func exp32(x float64) float64 {
-	if x < -104 {
-		return 0
-	}
-	if !(x <= 88) { // NaN included
-		return math.Exp(x)
-	}
-	t := x*log2E + shifter
-	n := t - shifter // round(x · log₂e)
-	r := x - n*ln2Hi - n*ln2Lo
-	r2 := r * r
-	r4 := r2 * r2
-	q := (1 + r + r2*(1.0/2+r*(1.0/6))) + r4*((1.0/24+r*(1.0/120))+r2*(1.0/720+r*(1.0/5040)))
-	return q * math.Float64frombits(uint64(int64(int32(math.Float64bits(t)))+1023)<<52)
-}
+// the results (vec.ExpShift: the vectorised exponential for float32 rows,
+// math.Exp itself for float64 ones, so that the float64 path, the one every
+// derivative check runs, carries no approximation of its own). A score of
+// −Inf (a hidden key) gives exactly 0.
+func expShift[T Float](p, s []T, shift T) T { return vec.ExpShift(p, s, shift) }
 
 // finite reports whether x holds no NaN and no infinity.
 func finite[T Float](x []T) bool {

@@ -240,31 +240,6 @@ func allocated(f func()) float64 {
 	return float64(after.TotalAlloc - before.TotalAlloc)
 }
 
-func TestExp32(t *testing.T) {
-	var worst float64
-	for x := -103.0; x <= 88; x += 1.0 / 1024 {
-		got, want := float32(exp32(x)), float32(math.Exp(x))
-		if want < math.SmallestNonzeroFloat32*(1<<23) {
-			continue // subnormal results carry fewer bits
-		}
-		worst = max(worst, math.Abs(float64(got)-float64(want))/float64(want))
-	}
-	if worst > 1.2e-7 { // one float32 ulp is 2⁻²³ ≈ 1.19e-7
-		t.Errorf("exp32: worst relative error %.2g", worst)
-	}
-	for _, x := range []float64{math.Inf(-1), -200, -104.5} {
-		if got := exp32(x); got != 0 {
-			t.Errorf("exp32(%g) = %g, want 0", x, got)
-		}
-	}
-	if got := exp32(math.NaN()); !math.IsNaN(got) {
-		t.Errorf("exp32(NaN) = %g", got)
-	}
-	if got := exp32(0); got != 1 {
-		t.Errorf("exp32(0) = %.17g, want 1", got)
-	}
-}
-
 // TestEmptyRowAgreesWithTheRule compares the per-row emptiness test, in both
 // its forms (a scan for few rows, a sorted search for many), with the rule
 // itself over random masks: random validity, positions, segments, windows

@@ -16,13 +16,6 @@ func vecGemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int,
 	if !useVec || m == 0 || n == 0 {
 		return false
 	}
-	switch a := any(a).(type) {
-	case []float32:
-		vec.Gemm32(transA, transB, m, n, k, float32(alpha), a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
-		return true
-	case []float64:
-		vec.Gemm64(transA, transB, m, n, k, float64(alpha), a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc)
-		return true
-	}
-	return false
+	vec.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	return true
 }

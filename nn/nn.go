@@ -1,12 +1,15 @@
 package nn
 
-import "fmt"
+import (
+	"fmt"
 
-// Float is the element type of every tensor in this package. Checks of
-// derivatives run in float64; fast paths run in float32.
-type Float interface {
-	~float32 | ~float64
-}
+	"github.com/attnlab/attnlab/internal/vec"
+)
+
+// Float is the element type of every tensor in this package, declared once
+// for the module (package vec's): checks of derivatives run in float64,
+// fast paths in float32.
+type Float = vec.Float
 
 // mustLen panics unless got == want. The message names the op, the slice and
 // the formula its length follows from, for example

@@ -1,7 +1,7 @@
 package vec
 
 // axpyGeneric is the portable Axpy.
-func axpyGeneric[T float](alpha T, x, y []T) {
+func axpyGeneric[T Float](alpha T, x, y []T) {
 	y = y[:len(x)]
 	for i, v := range x {
 		y[i] += alpha * v

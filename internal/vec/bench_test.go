@@ -11,7 +11,7 @@ import (
 // process. With all cores free, GFLOP/s ≈ GOMAXPROCS × GFLOP/cpu-s for the
 // large sizes; when other jobs share the machine, GFLOP/cpu-s still measures
 // the code.
-func benchGemm[T float](b *testing.B, gemm gemmFunc[T], transA, transB bool, n int) {
+func benchGemm[T Float](b *testing.B, gemm gemmFunc[T], transA, transB bool, n int) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	x := make([]T, n*n)
 	y := make([]T, n*n)
@@ -74,7 +74,7 @@ func BenchmarkGemmPaths(b *testing.B) {
 
 var benchVecSizes = []int{64, 1024, 1 << 16}
 
-func benchVec[T float](b *testing.B, f func(x, y []T)) {
+func benchVec[T Float](b *testing.B, f func(x, y []T)) {
 	for _, n := range benchVecSizes {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(21, 22))

@@ -2,7 +2,7 @@ package vec
 
 // dotGeneric is the portable Dot. Four partial sums break the dependency
 // chain of a single accumulator, which bounds the loop by the add latency.
-func dotGeneric[T float](x, y []T) T {
+func dotGeneric[T Float](x, y []T) T {
 	y = y[:len(x)]
 	var s0, s1, s2, s3 T
 	i := 0

@@ -8,7 +8,7 @@ import (
 
 // ulps returns the distance between x and y in units in the last place,
 // counting the representable values between them (both finite, same sign).
-func ulps[T float](x, y T) float64 {
+func ulps[T Float](x, y T) float64 {
 	if sizeofT[T]() == 4 {
 		return math.Abs(float64(int64(math.Float32bits(float32(x))) - int64(math.Float32bits(float32(y)))))
 	}
@@ -19,7 +19,7 @@ func ulps[T float](x, y T) float64 {
 	return float64(by - bx)
 }
 
-func sizeofT[T float]() int {
+func sizeofT[T Float]() int {
 	var z T
 	switch any(z).(type) {
 	case float32:
@@ -34,7 +34,7 @@ func sizeofT[T float]() int {
 // The amd64 assembly of math.Exp returns +Inf above about 709.43, short of
 // log(MaxFloat64) = 709.78, so there the reference is exp(x/2)², which is
 // within 3 ulp (x/2 is exact; each rounding adds at most an ulp).
-func expRef[T float](x T) (T, float64) {
+func expRef[T Float](x T) (T, float64) {
 	if x > 709 {
 		h := math.Exp(float64(x) / 2)
 		return T(h * h), 3
@@ -44,7 +44,7 @@ func expRef[T float](x T) (T, float64) {
 
 // expRange holds the inputs whose exponential is a normal finite number, and
 // the largest input whose exponential is finite at all.
-func expRange[T float]() (lo, hi, maxFinite T) {
+func expRange[T Float]() (lo, hi, maxFinite T) {
 	if sizeofT[T]() == 4 {
 		// log(2⁻¹²⁶) = −87.336; log(MaxFloat32) = 88.7228.
 		return -87.33, 88.72, 88.7228
@@ -53,7 +53,7 @@ func expRange[T float]() (lo, hi, maxFinite T) {
 	return -708.39, 709.78, 709.782712893383
 }
 
-func testExpAccuracy[T float](t *testing.T, exp func(dst, x []T)) {
+func testExpAccuracy[T Float](t *testing.T, exp func(dst, x []T)) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	lo, hi, _ := expRange[T]()
 	const n = 1 << 16
@@ -85,7 +85,7 @@ func testExpAccuracy[T float](t *testing.T, exp func(dst, x []T)) {
 	t.Logf("worst error %v ulp over %d inputs", worst, n)
 }
 
-func testExpSpecial[T float](t *testing.T, exp func(dst, x []T)) {
+func testExpSpecial[T Float](t *testing.T, exp func(dst, x []T)) {
 	_, _, maxFinite := expRange[T]()
 	inf, nan := T(math.Inf(1)), T(math.NaN())
 	cases := []struct{ x, want T }{
@@ -135,7 +135,7 @@ func testExpSpecial[T float](t *testing.T, exp func(dst, x []T)) {
 	}
 }
 
-func testExpLengths[T float](t *testing.T, exp func(dst, x []T)) {
+func testExpLengths[T Float](t *testing.T, exp func(dst, x []T)) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	nan := T(math.NaN())
 	for n := 0; n <= maxLen; n++ {

@@ -1,6 +1,115 @@
 package vec
 
-// float is the element type of the kernels.
-type float interface {
+import (
+	"math"
+	"unsafe"
+)
+
+// Float is the element type of every kernel, and of the module: nn,
+// attention and the model alias it. Named types of these underlying types
+// are welcome: the generic entry points reinterpret their slices.
+type Float interface {
 	~float32 | ~float64
+}
+
+// is32 reports whether T is a 4-byte float.
+func is32[T Float]() bool {
+	var z T
+	return unsafe.Sizeof(z) == 4
+}
+
+// as32 and as64 view a slice of T as the float type of its size: the
+// kernels are written for float32 and float64, and T may be a named type
+// of either.
+func as32[T Float](x []T) []float32 {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&x[0])), len(x))
+}
+
+func as64[T Float](x []T) []float64 {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&x[0])), len(x))
+}
+
+// Gemm computes, for T of either size,
+//
+//	C = alpha·op(A)·op(B) + beta·C
+//
+// exactly as Gemm32 and Gemm64 do, which it calls.
+func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if is32[T]() {
+		Gemm32(transA, transB, m, n, k, float32(alpha), as32(a), lda, as32(b), ldb, float32(beta), as32(c), ldc)
+		return
+	}
+	Gemm64(transA, transB, m, n, k, float64(alpha), as64(a), lda, as64(b), ldb, float64(beta), as64(c), ldc)
+}
+
+// Dot is Dot32 or Dot64 by the size of T.
+func Dot[T Float](x, y []T) T {
+	if is32[T]() {
+		return T(Dot32(as32(x), as32(y)))
+	}
+	return T(Dot64(as64(x), as64(y)))
+}
+
+// Axpy is Axpy32 or Axpy64 by the size of T: y += alpha·x.
+func Axpy[T Float](alpha T, x, y []T) {
+	if is32[T]() {
+		Axpy32(float32(alpha), as32(x), as32(y))
+		return
+	}
+	Axpy64(float64(alpha), as64(x), as64(y))
+}
+
+// ExpShift sets dst[i] = exp(x[i] − shift) and returns their sum:
+//
+//	var sum T
+//	for i, v := range x {
+//		dst[i] = T(math.Exp(float64(v - shift)))
+//		sum += dst[i]
+//	}
+//	return sum
+//
+// float32 runs the vectorised exponential of Exp32 (within 2 ulp); float64
+// runs math.Exp itself: it is the precision every derivative is checked in,
+// and it carries no approximation of its own. A −Inf (a hidden score) gives
+// exactly 0. dst may be x.
+func ExpShift[T Float](dst, x []T, shift T) T {
+	dst = dst[:len(x)]
+	if is32[T]() {
+		d, s, sh := as32(dst), as32(x), float32(shift)
+		for i, v := range s {
+			d[i] = v - sh
+		}
+		Exp32(d, d)
+		var sum float32
+		for _, v := range d {
+			sum += v
+		}
+		return T(sum)
+	}
+	var sum T
+	for i, v := range x {
+		e := T(math.Exp(float64(v - shift)))
+		dst[i] = e
+		sum += e
+	}
+	return sum
+}
+
+// Is32 reports whether T is a 4-byte float: callers that keep an exact
+// float64 path (math.Exp) and a vectorised float32 one branch on it.
+func Is32[T Float]() bool { return is32[T]() }
+
+// Exp is Exp32 or Exp64 by the size of T.
+func Exp[T Float](dst, x []T) {
+	if is32[T]() {
+		Exp32(as32(dst), as32(x))
+		return
+	}
+	Exp64(as64(dst), as64(x))
 }

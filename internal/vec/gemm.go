@@ -104,7 +104,7 @@ func checkMatrix(name string, r, c, l, ld int) {
 //	c[i*ldc+j] = alpha·Σ_p a[p*mr+i]·b[p*nr+j] + beta·c[i*ldc+j]
 //
 // not reading c when beta is 0.
-type gemmKernel[T float] struct {
+type gemmKernel[T Float] struct {
 	mr, nr int // register tile
 	mc     int // rows of a packed block of op(A) (a multiple of mr): L2 resident
 	kc     int // depth of the packed panels: an nr×kc panel of op(B) stays in L1
@@ -123,7 +123,7 @@ const parallelMin = 1 << 18
 
 // gemm computes C = alpha·op(A)·op(B) + beta·C with the micro-kernel kr,
 // splitting large products across goroutines.
-func gemm[T float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -184,7 +184,7 @@ func gemm[T float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T,
 
 // gemmSerial is gemm on the calling goroutine: the five loops around the
 // micro-kernel of Goto and BLIS.
-func gemmSerial[T float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+func gemmSerial[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	mr, nr := kr.mr, kr.nr
 	// kc depends on k only, never on the split, so the order of the sums
 	// is the same on every goroutine count (see gemm).
@@ -215,7 +215,7 @@ func gemmSerial[T float](kr *gemmKernel[T], transA, transB bool, m, n, k int, al
 // macroKernel multiplies a packed mb×kb block of op(A) by a packed kb×nb
 // panel of op(B) into C, one mr×nr tile at a time. The B micro-panel of the
 // outer loop stays in L1 while the A micro-panels stream from L2.
-func macroKernel[T float](kr *gemmKernel[T], mb, nb, kb int, alpha T, ap, bp []T, beta T, c []T, ldc int, tile []T) {
+func macroKernel[T Float](kr *gemmKernel[T], mb, nb, kb int, alpha T, ap, bp []T, beta T, c []T, ldc int, tile []T) {
 	mr, nr := kr.mr, kr.nr
 	for jr := 0; jr < nb; jr += nr {
 		nn := min(nr, nb-jr)
@@ -251,7 +251,7 @@ func macroKernel[T float](kr *gemmKernel[T], mb, nb, kb int, alpha T, ap, bp []T
 // packA copies the mb×kb block of op(A) at (i0, p0) into dst as micro-panels
 // of mr rows: element (i, p) of the block goes to
 // dst[(i/mr)*mr*kb + p*mr + i%mr]. Rows past mb are zero.
-func packA[T float](kr *gemmKernel[T], dst []T, trans bool, a []T, lda, i0, p0, mb, kb int) {
+func packA[T Float](kr *gemmKernel[T], dst []T, trans bool, a []T, lda, i0, p0, mb, kb int) {
 	mr := kr.mr
 	if trans {
 		// op(A)(i, p) = a[p*lda+i]: row p of the stored matrix holds a
@@ -268,7 +268,7 @@ func packA[T float](kr *gemmKernel[T], dst []T, trans bool, a []T, lda, i0, p0, 
 // packB copies the kb×nb panel of op(B) at (p0, j0) into dst as micro-panels
 // of nr columns: element (p, j) of the panel goes to
 // dst[(j/nr)*nr*kb + p*nr + j%nr]. Columns past nb are zero.
-func packB[T float](kr *gemmKernel[T], dst []T, trans bool, b []T, ldb, p0, j0, kb, nb int) {
+func packB[T Float](kr *gemmKernel[T], dst []T, trans bool, b []T, ldb, p0, j0, kb, nb int) {
 	nr := kr.nr
 	if !trans {
 		// op(B)(p, j) = b[p*ldb+j]: row p of B is a run of j, which goes
@@ -285,7 +285,7 @@ func packB[T float](kr *gemmKernel[T], dst []T, trans bool, b []T, ldb, p0, j0, 
 // packCopyGeneric copies the rows of a matrix into micro-panels of nr
 // columns: d[(j/nr)*nr*rows + q*nr + j%nr] = src[q*ld+j] for q < rows,
 // j < w, and zero for w ≤ j < nr·⌈w/nr⌉.
-func packCopyGeneric[T float](d, src []T, ld, rows, w, nr int) {
+func packCopyGeneric[T Float](d, src []T, ld, rows, w, nr int) {
 	for q := 0; q < rows; q++ {
 		s := src[q*ld:][:w]
 		for jp := 0; jp < w; jp += nr {
@@ -300,7 +300,7 @@ func packCopyGeneric[T float](d, src []T, ld, rows, w, nr int) {
 // packTransGeneric transposes rows of a matrix into a packed panel:
 // d[p*w+i] = src[i*ld+p] for i < r, p < kb, and d[p*w+i] = 0 for r ≤ i < w.
 // Four rows at a time keep four read streams and write whole runs of d.
-func packTransGeneric[T float](d, src []T, ld, r, kb, w int) {
+func packTransGeneric[T Float](d, src []T, ld, r, kb, w int) {
 	i := 0
 	for ; i+4 <= r; i += 4 {
 		s0 := src[i*ld:][:kb]
@@ -326,7 +326,7 @@ func packTransGeneric[T float](d, src []T, ld, r, kb, w int) {
 }
 
 // scaleMatrix sets C = beta·C, writing zeros when beta is 0.
-func scaleMatrix[T float](m, n int, beta T, c []T, ldc int) {
+func scaleMatrix[T Float](m, n int, beta T, c []T, ldc int) {
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		switch beta {
@@ -351,14 +351,14 @@ func blockSize(total, limit, mult int) int {
 }
 
 // workspace holds the packing buffers of one goroutine.
-type workspace[T float] struct {
+type workspace[T Float] struct {
 	a, b, tile []T
 }
 
 // pools caches workspaces per element size (4 and 8 bytes).
 var pools [2]sync.Pool
 
-func poolOf[T float]() *sync.Pool {
+func poolOf[T Float]() *sync.Pool {
 	var z T
 	if unsafe.Sizeof(z) == 4 {
 		return &pools[0]
@@ -366,7 +366,7 @@ func poolOf[T float]() *sync.Pool {
 	return &pools[1]
 }
 
-func getWorkspace[T float](na, nb, nt int) *workspace[T] {
+func getWorkspace[T Float](na, nb, nt int) *workspace[T] {
 	ws, _ := poolOf[T]().Get().(*workspace[T])
 	if ws == nil {
 		ws = new(workspace[T])
@@ -383,11 +383,11 @@ func getWorkspace[T float](na, nb, nt int) *workspace[T] {
 	return ws
 }
 
-func putWorkspace[T float](ws *workspace[T]) { poolOf[T]().Put(ws) }
+func putWorkspace[T Float](ws *workspace[T]) { poolOf[T]().Put(ws) }
 
 // alignedSlice returns a slice of n elements starting on a 64-byte (cache
 // line) boundary, so that vector loads of packed panels never split lines.
-func alignedSlice[T float](n int) []T {
+func alignedSlice[T Float](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	pad := 64 / size

@@ -76,7 +76,7 @@ func kernel64() *gemmKernel[float64] {
 
 // packCopyAVX512 is packCopyGeneric for nr ≤ 2 vectors. The bounds checks
 // here stand in for those the assembly does not make.
-func packCopyAVX512[T float](dst, src []T, ld, rows, w, nr int) {
+func packCopyAVX512[T Float](dst, src []T, ld, rows, w, nr int) {
 	if rows == 0 || w == 0 {
 		return
 	}
@@ -96,7 +96,7 @@ func packCopyAVX512[T float](dst, src []T, ld, rows, w, nr int) {
 
 // packTransAVX512 is packTransGeneric. The bounds checks here stand in for
 // those the assembly does not make.
-func packTransAVX512[T float](dst, src []T, ld, r, kb, w int) {
+func packTransAVX512[T Float](dst, src []T, ld, r, kb, w int) {
 	if kb == 0 {
 		return
 	}

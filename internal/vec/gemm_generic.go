@@ -30,7 +30,7 @@ func gemm64Generic(transA, transB bool, m, n, k int, alpha float64, a []float64,
 // and spills a 4×4 tile (16 accumulators); two steps per iteration halve
 // the loop overhead. Testing len(a) and len(b) in the loop condition lets
 // the compiler drop the bounds checks.
-func kernelGeneric[T float](k int, a, b, c []T, ldc int, alpha, beta T) {
+func kernelGeneric[T Float](k int, a, b, c []T, ldc int, alpha, beta T) {
 	var c00, c01, c02, c03, c10, c11, c12, c13 T
 	a, b = a[:2*k], b[:4*k]
 	for len(a) >= 4 && len(b) >= 8 {
@@ -74,7 +74,7 @@ func kernelGeneric[T float](k int, a, b, c []T, ldc int, alpha, beta T) {
 
 // storeRow sets row = alpha·(s0, s1, s2, s3) + beta·row, not reading row
 // when beta is 0.
-func storeRow[T float](row []T, alpha, beta T, s0, s1, s2, s3 T) {
+func storeRow[T Float](row []T, alpha, beta T, s0, s1, s2, s3 T) {
 	row = row[:4]
 	if beta == 0 {
 		row[0], row[1], row[2], row[3] = alpha*s0, alpha*s1, alpha*s2, alpha*s3

@@ -79,12 +79,12 @@ func boolInt(b bool) int {
 
 // gemmOperands holds the matrices of one case. The padding of A and B is
 // NaN (reading it poisons C); the padding of C is sentinel.
-type gemmOperands[T float] struct {
+type gemmOperands[T Float] struct {
 	a, b, c       []T
 	lda, ldb, ldc int
 }
 
-func newGemmOperands[T float](rng *rand.Rand, c gemmCase) gemmOperands[T] {
+func newGemmOperands[T Float](rng *rand.Rand, c gemmCase) gemmOperands[T] {
 	ra, ca := c.m, c.k
 	if c.transA {
 		ra, ca = c.k, c.m
@@ -121,7 +121,7 @@ func newGemmOperands[T float](rng *rand.Rand, c gemmCase) gemmOperands[T] {
 // naiveGemm returns alpha·op(A)·op(B) + beta·C in float64, and for each
 // element the sum of the magnitudes of its terms, which bounds the rounding
 // error of any summation order.
-func naiveGemm[T float](c gemmCase, o gemmOperands[T]) (want, mag []float64) {
+func naiveGemm[T Float](c gemmCase, o gemmOperands[T]) (want, mag []float64) {
 	want = make([]float64, c.m*c.n)
 	mag = make([]float64, c.m*c.n)
 	for i := 0; i < c.m; i++ {
@@ -151,9 +151,9 @@ func naiveGemm[T float](c gemmCase, o gemmOperands[T]) (want, mag []float64) {
 	return want, mag
 }
 
-type gemmFunc[T float] func(transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)
+type gemmFunc[T Float] func(transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)
 
-func testGemm[T float](t *testing.T, gemm gemmFunc[T]) {
+func testGemm[T Float](t *testing.T, gemm gemmFunc[T]) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, c := range gemmCases() {
 		o := newGemmOperands[T](rng, c)
@@ -202,7 +202,7 @@ func TestGemm64(t *testing.T) {
 // testGemmDeterministic checks that the result does not depend on the
 // number of goroutines: the split moves whole tiles, and every element is
 // summed in the same order, so the bits agree.
-func testGemmDeterministic[T float](t *testing.T, gemm gemmFunc[T]) {
+func testGemmDeterministic[T Float](t *testing.T, gemm gemmFunc[T]) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, c := range []gemmCase{
@@ -300,7 +300,7 @@ func ExampleGemm32() {
 // testPack compares the packing routines of the current path with the
 // portable ones on every panel shape a kernel can meet, with guard bands
 // around the packed panel.
-func testPack[T float](t *testing.T, kr *gemmKernel[T]) {
+func testPack[T Float](t *testing.T, kr *gemmKernel[T]) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	nan := T(math.NaN())
 	for _, w := range []int{kr.mr, kr.nr} {

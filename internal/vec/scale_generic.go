@@ -1,7 +1,7 @@
 package vec
 
 // scaleGeneric is the portable Scale.
-func scaleGeneric[T float](alpha T, x []T) {
+func scaleGeneric[T Float](alpha T, x []T) {
 	for i := range x {
 		x[i] *= alpha
 	}

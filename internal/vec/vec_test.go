@@ -41,7 +41,7 @@ const sentinel = 1234.5
 // buffer, and the buffer. The slice is filled with values from fill and the
 // guard bands around it with g: NaN for inputs (reading them poisons the
 // result), sentinel for outputs (writing them is detected by checkGuards).
-func guarded[T float](n, off int, g T, fill func(i int) T) (v, buf []T) {
+func guarded[T Float](n, off int, g T, fill func(i int) T) (v, buf []T) {
 	buf = make([]T, guard+off+n+guard)
 	for i := range buf {
 		buf[i] = g
@@ -54,7 +54,7 @@ func guarded[T float](n, off int, g T, fill func(i int) T) (v, buf []T) {
 }
 
 // checkGuards reports elements of buf outside v that no longer hold g.
-func checkGuards[T float](t *testing.T, name string, buf, v []T, g T) {
+func checkGuards[T Float](t *testing.T, name string, buf, v []T, g T) {
 	t.Helper()
 	start := int((uintptr(unsafe.Pointer(unsafe.SliceData(v))) - uintptr(unsafe.Pointer(&buf[0]))) / unsafe.Sizeof(g))
 	for i, x := range buf {
@@ -69,7 +69,7 @@ func checkGuards[T float](t *testing.T, name string, buf, v []T, g T) {
 
 // sameBits reports whether x and y are the same value, treating all NaNs as
 // equal.
-func sameBits[T float](x, y T) bool {
+func sameBits[T Float](x, y T) bool {
 	if x != x || y != y {
 		return x != x && y != y
 	}
@@ -77,7 +77,7 @@ func sameBits[T float](x, y T) bool {
 }
 
 // eps is the unit roundoff of T.
-func eps[T float]() float64 {
+func eps[T Float]() float64 {
 	var z T
 	if unsafe.Sizeof(z) == 4 {
 		return 0x1p-24
@@ -88,7 +88,7 @@ func eps[T float]() float64 {
 // tiny is twice the smallest denormal of T: rounding a denormal result
 // errs by up to half of the smallest denormal in absolute terms, whatever
 // its relative error.
-func tiny[T float]() float64 {
+func tiny[T Float]() float64 {
 	var z T
 	if unsafe.Sizeof(z) == 4 {
 		return 0x1p-148
@@ -98,7 +98,7 @@ func tiny[T float]() float64 {
 
 // randVal returns a value in [-1, 1), with a small share of denormals and
 // exact zeros, which the kernels must treat as ordinary numbers.
-func randVal[T float](rng *rand.Rand) T {
+func randVal[T Float](rng *rand.Rand) T {
 	switch rng.IntN(32) {
 	case 0:
 		return 0
@@ -112,7 +112,7 @@ func randVal[T float](rng *rand.Rand) T {
 	return T(2*rng.Float64() - 1)
 }
 
-func testDot[T float](t *testing.T, dot func(x, y []T) T) {
+func testDot[T Float](t *testing.T, dot func(x, y []T) T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	nan := T(math.NaN())
 	for n := 0; n <= maxLen; n++ {
@@ -150,7 +150,7 @@ func testDot[T float](t *testing.T, dot func(x, y []T) T) {
 func TestDot32(t *testing.T) { forEachPath(t, func(t *testing.T) { testDot(t, Dot32) }) }
 func TestDot64(t *testing.T) { forEachPath(t, func(t *testing.T) { testDot(t, Dot64) }) }
 
-func testAxpy[T float](t *testing.T, axpy func(alpha T, x, y []T)) {
+func testAxpy[T Float](t *testing.T, axpy func(alpha T, x, y []T)) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	nan := T(math.NaN())
 	for _, alpha := range []T{0, 1, -0.5, 3.25} {
@@ -190,7 +190,7 @@ func testAxpy[T float](t *testing.T, axpy func(alpha T, x, y []T)) {
 func TestAxpy32(t *testing.T) { forEachPath(t, func(t *testing.T) { testAxpy(t, Axpy32) }) }
 func TestAxpy64(t *testing.T) { forEachPath(t, func(t *testing.T) { testAxpy(t, Axpy64) }) }
 
-func testScale[T float](t *testing.T, scale func(alpha T, x []T)) {
+func testScale[T Float](t *testing.T, scale func(alpha T, x []T)) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, alpha := range []T{0, 1, -0.5, 3.25, T(math.Inf(1))} {
 		for n := 0; n <= maxLen; n++ {
