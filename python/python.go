@@ -1,8 +1,10 @@
 // Package python embeds attnlab's PyTorch scripts, so that a command built
 // anywhere (go install) can run them beside attnlab: torch_oracle.py (the
 // oracle file interface in PyTorch autograd), torch_train.py (the training
-// step of the model, and its data-parallel trainer) and torch_bench.py (the
-// PyTorch side of attnlab bench). They need /usr/bin/python3 with torch.
+// step of the model, and its data-parallel trainer), torch_bench.py (the
+// PyTorch side of attnlab bench) and torch_generate.py (greedy generation
+// with a KV cache, the PyTorch side of bench's generate row). They need
+// /usr/bin/python3 with torch.
 package python
 
 import (

@@ -10,15 +10,26 @@ SPEC holds the workloads and a time budget per measurement:
 
     {"threads": 2, "seconds": 1.0,
      "gemm": [{"n": 256, "dtype": "float32"}, ...],
-     "attention": [{"n": 1024, "h": 8, "d": 64, "dtype": "float32"}, ...],
-     "decode": [{"context": 1024, "h": 8, "d": 64}, ...]}
+     "stream": [{"op": "read", "bytes": 268435456, "threads": 1}, ...],
+     "attention": [{"n": 1024, "h": 8, "d": 64, "dtype": "float32", "causal": true}, ...],
+     "decode": [{"context": 1024, "h": 8, "hkv": 8, "d": 64}, ...]}
 
 It prints one JSON object: {"torch": version, "blas": ..., "gemm": [gflops...],
-"attention": [gflops...], "decode": [microseconds per token...]}, in the order
-of SPEC, with the medians of repeated runs. Attention is written as eager
-Hugging Face Llama attention: Q Kᵀ · scale, a causal mask by masked_fill,
-softmax, @ V; forward and autograd backward. Flops are counted as attnlab
-counts them: 2n³ per GEMM, 12·n²·D·H for attention forward and backward.
+"stream": [GB/s...], "attention": [gflops...], "decode": [microseconds per
+token...]}, in the order of SPEC, with the medians of repeated runs.
+
+Stream: a float32 array of the given bytes; "read" is torch.sum over it
+(bytes read once), "copy" is y.copy_(x) into a second array (read and
+write: 2·bytes moved), with torch.set_num_threads(threads) for that case.
+Attention is written as eager Hugging Face Llama attention: Q Kᵀ · scale, a
+causal mask by masked_fill (none when causal is false), softmax, @ V;
+forward and autograd backward. Decoding is one query per head against a
+cache of context keys, with the query heads of a GQA group (h / hkv of
+them) viewed as rows of one matrix product against their KV head, so K and
+V are read once and never copied (Hugging Face's repeat_kv would copy them).
+Flops are counted as attnlab counts them: 2n³ per GEMM, 12·n²·D·H for
+attention forward and backward (what this eager code executes, causal or
+not).
 """
 
 import json
@@ -62,8 +73,9 @@ def main():
     torch.set_num_threads(spec.get("threads", 2))
     torch.manual_seed(0)
     budget = spec.get("seconds", 1.0)
-    out = {"torch": torch.__version__, "blas": blas(), "threads": torch.get_num_threads(),
-           "gemm": [], "attention": [], "decode": []}
+    threads = torch.get_num_threads()
+    out = {"torch": torch.__version__, "blas": blas(), "threads": threads,
+           "gemm": [], "stream": [], "attention": [], "decode": []}
 
     for w in spec.get("gemm", []):
         dt = getattr(torch, w["dtype"])
@@ -72,9 +84,27 @@ def main():
         t = median_time(lambda: torch.mm(a, b), budget)
         out["gemm"].append(2 * n ** 3 / t / 1e9)
 
+    arrays = {}
+    for w in spec.get("stream", []):
+        size = w["bytes"]
+        if size not in arrays:
+            arrays.clear()  # one pair at a time
+            arrays[size] = (torch.ones(size // 4), torch.ones(size // 4))
+        x, y = arrays[size]
+        torch.set_num_threads(w["threads"])
+        if w["op"] == "copy":
+            t = median_time(lambda: y.copy_(x), budget)
+            out["stream"].append(2 * size / t / 1e9)
+        else:
+            t = median_time(lambda: torch.sum(x), budget)
+            out["stream"].append(size / t / 1e9)
+        torch.set_num_threads(threads)
+    arrays.clear()
+
     for w in spec.get("attention", []):
         dt = getattr(torch, w["dtype"])
         n, h, d = w["n"], w["h"], w["d"]
+        causal = w.get("causal", True)
         q = torch.randn(1, h, n, d, dtype=dt, requires_grad=True)
         k = torch.randn(1, h, n, d, dtype=dt, requires_grad=True)
         v = torch.randn(1, h, n, d, dtype=dt, requires_grad=True)
@@ -83,7 +113,8 @@ def main():
 
         def step():
             s = (q @ k.transpose(-1, -2)) * (d ** -0.5)
-            s = s.masked_fill(hidden, float("-inf"))
+            if causal:
+                s = s.masked_fill(hidden, float("-inf"))
             o = torch.softmax(s, dim=-1) @ v
             o.backward(do)
             q.grad = k.grad = v.grad = None
@@ -93,8 +124,9 @@ def main():
 
     for w in spec.get("decode", []):
         ctx, h, d = w["context"], w["h"], w["d"]
-        q = torch.randn(1, h, 1, d)
-        k, v = torch.randn(1, h, ctx, d), torch.randn(1, h, ctx, d)
+        hkv = w.get("hkv", h)
+        q = torch.randn(1, hkv, h // hkv, d)  # the query heads of a group as rows
+        k, v = torch.randn(1, hkv, ctx, d), torch.randn(1, hkv, ctx, d)
 
         def step():
             with torch.no_grad():

@@ -1,12 +1,17 @@
 // Package bench measures attnlab's kernels and, in the same run, PyTorch's
-// on the same workloads: GEMM, fused attention forward+backward, decoding,
-// and peak memory. Each number is the median of repeated runs.
+// on the same workloads: GEMM, memory bandwidth, fused attention
+// forward+backward, decoding, greedy generation with a model and peak
+// memory. Each number is the median of repeated runs. From the GEMM and
+// stream rows it derives the machine's ceilings (the best SGEMM and DGEMM
+// rate, the best memory bandwidth) and states every attention and decoding
+// row as a fraction of them; formulas.go holds every count.
 package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,16 +20,20 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/internal/vec"
+	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/python"
 )
 
-// Row is one line of the bench table.
+// Row is one line of the bench table. Ours and Torch are in Unit; the
+// fields after Ratio are derived from them (see derive) and from the
+// workload's counts, and are left out where they do not apply.
 type Row struct {
 	Group string  `json:"group"`
 	Case  string  `json:"case"`
@@ -32,12 +41,27 @@ type Row struct {
 	Ours  float64 `json:"attnlab"`
 	Torch float64 `json:"torch,omitempty"`
 	Ratio float64 `json:"ratio,omitempty"` // ours/torch for rates, torch/ours for latencies: > 1 means attnlab is faster
+
+	DType         string  `json:"dtype,omitempty"`
+	Flops         float64 `json:"flops,omitempty"`          // nominal flops of one run (gemm, attention)
+	ExecutedFlops float64 `json:"executed_flops,omitempty"` // flops attnlab's fused attention executes in one run
+	Bytes         float64 `json:"bytes,omitempty"`          // bytes one run reads and writes (stream, decode)
+
+	Executed        float64 `json:"executed_gflops,omitempty"`       // attention: attnlab's executed GFLOP/s
+	TorchExecuted   float64 `json:"torch_executed_gflops,omitempty"` // attention: PyTorch's (its nominal count)
+	Bandwidth       float64 `json:"bandwidth_gbs,omitempty"`         // decode: bytes / time, attnlab
+	TorchBandwidth  float64 `json:"torch_bandwidth_gbs,omitempty"`   // decode: bytes / time, PyTorch
+	Efficiency      float64 `json:"efficiency,omitempty"`            // attnlab's fraction of the ceiling (GEMM of the dtype, or memory bandwidth)
+	TorchEfficiency float64 `json:"torch_efficiency,omitempty"`      // PyTorch's fraction of the same ceiling
+
+	Error string `json:"error,omitempty"` // generate: the tokens differ from PyTorch's, or a run failed
 }
 
 type spec struct {
 	Threads   int              `json:"threads"`
 	Seconds   float64          `json:"seconds"`
 	GEMM      []map[string]any `json:"gemm"`
+	Stream    []map[string]any `json:"stream"`
 	Attention []map[string]any `json:"attention"`
 	Decode    []map[string]any `json:"decode"`
 }
@@ -50,6 +74,13 @@ type Options struct {
 	// ChildMemory, when not nil, returns the peak resident memory in MiB of
 	// a fresh process that runs MemoryCase(n).
 	ChildMemory func(ctx context.Context, n int) (float64, error)
+	// Model is the checkpoint directory of the generate row (config.json,
+	// model.safetensors and optionally tokenizer.json). When it is empty
+	// and DefaultModel is not nil, a model of that config with random
+	// weights is written to a temporary directory instead; when both are
+	// unset there is no generate row.
+	Model        string
+	DefaultModel *model.Config
 }
 
 // Validate checks the options.
@@ -62,46 +93,134 @@ func (o Options) Validate() error {
 
 // Report is what Run measured.
 type Report struct {
-	CPU   string `json:"cpu"`
-	Torch string `json:"torch"`
-	Rows  []Row  `json:"rows"`
+	CPU      string   `json:"cpu"`
+	Torch    string   `json:"torch"`
+	Model    string   `json:"model,omitempty"` // the model of the generate row
+	Ceilings Ceilings `json:"ceilings"`
+	Rows     []Row    `json:"rows"`
+}
+
+// Err returns the errors of the rows (a generation whose tokens differ
+// from PyTorch's), or nil.
+func (r *Report) Err() error {
+	var errs []error
+	for _, row := range r.Rows {
+		if row.Error != "" {
+			errs = append(errs, fmt.Errorf("%s %s: %s", row.Group, row.Case, row.Error))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// attentionCases are the attention workloads up to length maxN: causal,
+// H = 8, D = 64 from n = 256 in both dtypes, then float32 at n = 1024 and
+// 2048 without the mask and at D = 128.
+func attentionCases(maxN int) []attnCase {
+	var cs []attnCase
+	for _, dt := range []string{"float32", "float64"} {
+		for n := 256; n <= maxN; n *= 2 {
+			cs = append(cs, attnCase{dtype: dt, n: n, H: 8, D: 64, causal: true, shortName: true})
+		}
+	}
+	for _, n := range []int{1024, 2048} {
+		if n > maxN {
+			break
+		}
+		cs = append(cs,
+			attnCase{dtype: "float32", n: n, H: 8, D: 64, causal: false},
+			attnCase{dtype: "float32", n: n, H: 8, D: 128, causal: true},
+			attnCase{dtype: "float32", n: n, H: 8, D: 128, causal: false})
+	}
+	return cs
+}
+
+// decodeCases are the decoding workloads: H = 8 at contexts from 256 to
+// 32768, and a GQA shape (32 query heads on 8 KV heads, D = 128).
+var decodeCases = []decodeCase{
+	{ctx: 256, Hq: 8, Hkv: 8, D: 64},
+	{ctx: 1024, Hq: 8, Hkv: 8, D: 64},
+	{ctx: 8192, Hq: 8, Hkv: 8, D: 64},
+	{ctx: 32768, Hq: 8, Hkv: 8, D: 64},
+	{ctx: 8192, Hq: 32, Hkv: 8, D: 128},
 }
 
 // Run measures, in one process and one invocation, attnlab's kernels and,
-// with o.Torch, PyTorch's on the same workloads. When ctx is done it stops
-// after the measurement in progress and returns ctx's error.
+// with o.Torch, PyTorch's on the same workloads, then derives the
+// ceilings and each row's efficiency. When ctx is done it stops at once
+// (a measurement in progress goes on in the background until its run
+// ends) and returns ctx's error.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	report := &Report{CPU: cpuName(), Torch: "PyTorch: not run"}
+	// the generation model first, so that a bad -model fails at once
+	var gen *genWork
+	if o.Model != "" || o.DefaultModel != nil {
+		tmp, err := os.MkdirTemp("", "attnlab-bench")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		var cfg model.Config
+		if o.DefaultModel != nil {
+			cfg = *o.DefaultModel
+		}
+		if gen, err = prepareGenerate(o.Model, cfg, tmp, GeneratePrompt, GenerateNew); err != nil {
+			return nil, err
+		}
+		report.Model = gen.label
+	}
+
 	budget := time.Duration(o.Seconds * float64(time.Second))
 	var rows []Row
 	sp := spec{Threads: 2, Seconds: o.Seconds}
-	medianTime := func(budget time.Duration, f func()) float64 { return medianTimeCtx(ctx, budget, f) }
+	measure := func(mk func() func()) float64 { return medianTimeCtx(ctx, budget, mk) }
 
-	gemmSizes := []int{256, 512, 1024, 2048}
 	for _, dt := range []string{"float32", "float64"} {
-		for _, n := range gemmSizes {
-			t := medianTime(budget, gemmRunner(dt, n))
-			rows = append(rows, Row{Group: "gemm", Case: fmt.Sprintf("%s n=%d", dt, n), Unit: "GFLOP/s", Ours: 2 * float64(n*n*n) / t / 1e9})
+		for _, n := range []int{256, 512, 1024, 2048} {
+			t := measure(func() func() { return gemmRunner(dt, n) })
+			rows = append(rows, gemmRow(dt, n, t))
 			sp.GEMM = append(sp.GEMM, map[string]any{"n": n, "dtype": dt})
 		}
 	}
-	for _, dt := range []string{"float32", "float64"} {
-		for n := 256; n <= o.MaxN; n *= 2 {
-			t := medianTime(budget, attentionRunner(dt, n))
-			rows = append(rows, Row{Group: "attention fwd+bwd", Case: fmt.Sprintf("%s n=%d", dt, n), Unit: "GFLOP/s", Ours: 12 * float64(n*n) * 64 * 8 / t / 1e9})
-			sp.Attention = append(sp.Attention, map[string]any{"n": n, "h": 8, "d": 64, "dtype": dt})
+
+	size := streamSize()
+	if ctx.Err() == nil {
+		arrays := newStreamArrays(size)
+		threads := []int{1}
+		if p := runtime.GOMAXPROCS(0); p > 1 {
+			threads = append(threads, p)
+		}
+		for _, op := range []string{"read", "copy"} {
+			for _, th := range threads {
+				t := measure(func() func() { return arrays.runner(op, th) })
+				rows = append(rows, streamRow(op, size, th, t))
+				sp.Stream = append(sp.Stream, map[string]any{"op": op, "bytes": size, "threads": th})
+			}
 		}
 	}
-	for _, ctxLen := range []int{1024, 8192} {
-		t := medianTime(budget, decodeRunner(ctxLen))
-		rows = append(rows, Row{Group: "decode", Case: fmt.Sprintf("float32 context=%d", ctxLen), Unit: "µs/token", Ours: t * 1e6})
-		sp.Decode = append(sp.Decode, map[string]any{"context": ctxLen, "h": 8, "d": 64})
+	ceilingAt := len(rows)
+
+	for _, a := range attentionCases(o.MaxN) {
+		t := measure(func() func() { return attentionRunner(a) })
+		rows = append(rows, attentionRow(a, t))
+		sp.Attention = append(sp.Attention, map[string]any{"n": a.n, "h": a.H, "d": a.D, "dtype": a.dtype, "causal": a.causal})
 	}
-	if o.ChildMemory != nil {
+	for _, d := range decodeCases {
+		t := measure(func() func() { return decodeRunner(d) })
+		rows = append(rows, decodeRow(d, t))
+		sp.Decode = append(sp.Decode, map[string]any{"context": d.ctx, "h": d.Hq, "hkv": d.Hkv, "d": d.D})
+	}
+	var genTokens []int
+	if gen != nil {
+		var row Row
+		row, genTokens = measureGenerate(ctx, gen, budget)
+		rows = append(rows, row)
+	}
+	if o.ChildMemory != nil && ctx.Err() == nil {
 		mem, err := o.ChildMemory(ctx, 16384)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			return nil, err
 		}
 		rows = append(rows, Row{Group: "memory", Case: "float32 fwd+bwd n=16384 H=1 D=64, peak RSS", Unit: "MiB", Ours: mem})
@@ -110,25 +229,35 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	torchInfo := "PyTorch: not run"
 	if o.Torch {
 		info, err := torchBench(ctx, sp, rows)
 		if err != nil {
-			torchInfo = "PyTorch: " + err.Error()
+			report.Torch = "PyTorch: " + err.Error()
 		} else {
-			torchInfo = info
+			report.Torch = info
+		}
+		if gen != nil && err == nil {
+			tokens, times, _, err := torchGenerate(ctx, gen, sp.Threads, o.Seconds)
+			if err != nil {
+				report.Torch += "; generate: " + err.Error()
+			} else {
+				fillGenerate(&rows[slices.IndexFunc(rows, func(r Row) bool { return r.Group == "generate" })], genTokens, tokens, times, gen.new)
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &Report{CPU: cpuName(), Torch: torchInfo, Rows: rows}, nil
+	report.Ceilings = ceilings(rows)
+	derive(rows, report.Ceilings)
+	report.Rows = slices.Concat(rows[:ceilingAt], ceilingRows(report.Ceilings), rows[ceilingAt:])
+	return report, nil
 }
 
-// medianTimeCtx runs f until the budget is spent (at least 3 times, after
-// one warm-up) and returns the median duration in seconds; once ctx is done
-// it runs f no more.
-func medianTimeCtx(ctx context.Context, budget time.Duration, f func()) float64 {
+// medianTimeCtx builds a run with mk, runs it until the budget is spent (at
+// least 3 times, after one warm-up) and returns the median duration in
+// seconds; once ctx is done it runs no more and returns NaN.
+func medianTimeCtx(ctx context.Context, budget time.Duration, mk func() func()) float64 {
 	// the runs go on in a goroutine of their own, so that an interrupt
 	// need not wait for the one in progress (a second or more at n = 4096)
 	done := make(chan float64, 1)
@@ -137,6 +266,7 @@ func medianTimeCtx(ctx context.Context, budget time.Duration, f func()) float64 
 			done <- math.NaN()
 			return
 		}
+		f := mk()
 		f()
 		var ts []float64
 		start := time.Now()
@@ -178,9 +308,9 @@ func gemmRunner(dt string, n int) func() {
 	return func() { vec.Gemm64(false, false, n, n, n, 1, a, n, b, n, 0, c, n) }
 }
 
-func attentionRunner(dt string, n int) func() {
-	c := &attention.Config{B: 1, Hq: 8, Hkv: 8, M: n, N: n, D: 64, Dv: 64, Causal: true}
-	if dt == "float32" {
+func attentionRunner(a attnCase) func() {
+	c := &attention.Config{B: 1, Hq: a.H, Hkv: a.H, M: a.n, N: a.n, D: a.D, Dv: a.D, Causal: a.causal}
+	if a.dtype == "float32" {
 		return attentionOf[float32](c)
 	}
 	return attentionOf[float64](c)
@@ -200,11 +330,12 @@ func attentionOf[T float32 | float64](c *attention.Config) func() {
 	}
 }
 
-func decodeRunner(ctxLen int) func() {
-	c := &attention.Config{B: 1, Hq: 8, Hkv: 8, M: 1, N: ctxLen, D: 64, Dv: 64, Causal: true}
-	r := rand.New(rand.NewPCG(3, uint64(ctxLen)))
-	q, k, v := randSlice[float32](r, 8*64), randSlice[float32](r, 8*ctxLen*64), randSlice[float32](r, 8*ctxLen*64)
-	o, lse := make([]float32, 8*64), make([]float32, 8)
+func decodeRunner(d decodeCase) func() {
+	c := &attention.Config{B: 1, Hq: d.Hq, Hkv: d.Hkv, M: 1, N: d.ctx, D: d.D, Dv: d.D, Causal: true}
+	r := rand.New(rand.NewPCG(3, uint64(d.ctx)))
+	q := randSlice[float32](r, d.Hq*d.D)
+	k, v := randSlice[float32](r, d.Hkv*d.ctx*d.D), randSlice[float32](r, d.Hkv*d.ctx*d.D)
+	o, lse := make([]float32, d.Hq*d.D), make([]float32, d.Hq)
 	return func() {
 		if err := attention.DecodeForward(o, lse, q, k, v, c); err != nil {
 			panic(err)
@@ -215,8 +346,18 @@ func decodeRunner(ctxLen int) func() {
 // MemoryCase runs one causal float32 forward+backward at length n (H=1,
 // D=64) and returns the process's peak resident set in MiB: run it in a
 // fresh process, so that nothing else counts.
+//
+// The peak is the VmHWM line of /proc/self/status, the high-water mark of
+// this program's own address space. getrusage's ru_maxrss would not do:
+// Linux carries it over an exec, and Go starts a child with vfork, sharing
+// the parent's memory until the exec, so the child would report the
+// parent's resident set whenever that is larger (the bench's parent holds
+// hundreds of MiB of arrays by then).
 func MemoryCase(n int) (float64, error) {
 	attentionOf[float32](&attention.Config{B: 1, Hq: 1, Hkv: 1, M: n, N: n, D: 64, Dv: 64, Causal: true})()
+	if kib, err := statusKiB("VmHWM"); err == nil {
+		return kib / 1024, nil
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, err
@@ -224,11 +365,25 @@ func MemoryCase(n int) (float64, error) {
 	return float64(ru.Maxrss) / 1024, nil // Linux reports KiB
 }
 
+// statusKiB returns a "Name: N kB" field of /proc/self/status.
+func statusKiB(name string) (float64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+		}
+	}
+	return 0, fmt.Errorf("bench: no %s in /proc/self/status", name)
+}
+
 // torchBench runs python/torch_bench.py on spec and fills the PyTorch
 // columns of rows. It returns a one-line description of PyTorch.
 func torchBench(ctx context.Context, spec spec, rows []Row) (string, error) {
-	if exec.Command(python.Interpreter, "-c", "import torch").Run() != nil {
-		return "", fmt.Errorf("not run (%s cannot import torch)", python.Interpreter)
+	if err := torchAvailable(); err != nil {
+		return "", err
 	}
 	dir, err := os.MkdirTemp("", "attnlab-bench")
 	if err != nil {
@@ -245,13 +400,7 @@ func torchBench(ctx context.Context, spec spec, rows []Row) (string, error) {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, python.Interpreter, script, specPath)
-	// Let OpenBLAS pick its kernels for this CPU (the machine's defaults pin
-	// an older core type); only for this process.
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "OPENBLAS_CORETYPE=") && !strings.HasPrefix(e, "OPENBLAS_L2_SIZE=") {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
+	cmd.Env = torchEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -263,6 +412,7 @@ func torchBench(ctx context.Context, spec spec, rows []Row) (string, error) {
 		BLAS      string    `json:"blas"`
 		Threads   int       `json:"threads"`
 		GEMM      []float64 `json:"gemm"`
+		Stream    []float64 `json:"stream"`
 		Attention []float64 `json:"attention"`
 		Decode    []float64 `json:"decode"`
 	}
@@ -285,9 +435,32 @@ func torchBench(ctx context.Context, spec spec, rows []Row) (string, error) {
 		}
 	}
 	fill("gemm", res.GEMM, false)
+	fill("stream", res.Stream, false)
 	fill("attention fwd+bwd", res.Attention, false)
 	fill("decode", res.Decode, true)
 	return fmt.Sprintf("PyTorch %s (BLAS %s, %d threads)", res.Torch, res.BLAS, res.Threads), nil
+}
+
+// torchAvailable returns an error unless python.Interpreter can import
+// torch.
+func torchAvailable() error {
+	if exec.Command(python.Interpreter, "-c", "import torch").Run() != nil {
+		return fmt.Errorf("not run (%s cannot import torch)", python.Interpreter)
+	}
+	return nil
+}
+
+// torchEnv is the environment of the PyTorch scripts: this process's, but
+// OpenBLAS picks its kernels for this CPU (the machine's defaults pin an
+// older core type).
+func torchEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "OPENBLAS_CORETYPE=") && !strings.HasPrefix(e, "OPENBLAS_L2_SIZE=") {
+			env = append(env, e)
+		}
+	}
+	return env
 }
 
 // cpuName returns the CPU model from /proc/cpuinfo, or GOARCH.
