@@ -131,6 +131,10 @@ func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T,
 		scaleMatrix(m, n, beta, c, ldc)
 		return
 	}
+	if form := skinnyForm(transA, transB, m, n, k); form != 0 {
+		gemmSkinny(form, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	// Split C into nt ranges of whole tiles along its longer side (in
 	// tiles). Tile boundaries and the kc blocking do not move with the
 	// split, so every element is computed the same way for any nt.

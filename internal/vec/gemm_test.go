@@ -210,6 +210,10 @@ func testGemmDeterministic[T Float](t *testing.T, gemm gemmFunc[T]) {
 		{false, true, 129, 700, 65, -0.5, 1, 1}, // split along N
 		{true, false, 513, 513, 700, 1, -0.5, 0},
 		{true, true, 37, 1500, 33, 1, 1, 0},
+		{false, true, 1, 4100, 192, 1, 0, 0},     // skinny, dot form, split along N
+		{false, true, 3000, 5, 200, 0.5, 1, 2},   // skinny, dot form, split along M
+		{false, false, 8, 2100, 300, 1, -0.5, 1}, // skinny, axpy form
+		{true, false, 3, 1030, 900, -1, 0, 0},    // skinny, axpy form, A transposed
 	} {
 		o := newGemmOperands[T](rng, c)
 		c0 := append([]T(nil), o.c...)

@@ -3,8 +3,9 @@
 //go:build ignore
 
 // mkasm writes the amd64 assembly of package vec: the level-1 kernels (Dot,
-// Axpy, Scale), Exp and the GEMM micro-kernels, for float32 and float64, in an
-// AVX-512 and an AVX2+FMA flavour. Run it with `go generate` in internal/vec.
+// Axpy, Scale), Exp, the matrix–vector kernels (Dots, Axpys) and the GEMM
+// micro-kernels, for float32 and float64, in an AVX-512 and an AVX2+FMA
+// flavour. Run it with `go generate` in internal/vec.
 //
 // The kernels are unrolled, so they are written by this program rather than by
 // hand; every instruction sequence below says what it computes.
@@ -887,6 +888,174 @@ func transpose8(a *asm) {
 	}
 }
 
+// ---------------------------------------------------------------------------
+// Dots and Axpys: the matrix–vector products of decoding
+
+// fold sums the halves of vector register i into its low 128 bits, using
+// register i+8 as scratch.
+func fold(a *asm, e elem, v isa, i int) {
+	if v == avx512 {
+		a.in("VEXTRACTF64X4 $1, Z%d, Y%d", i, i+8)
+		a.in("VADD%s Y%d, Y%d, Y%d", e.p, i+8, i, i)
+	}
+	a.in("VEXTRACTF128 $1, Y%d, X%d", i, i+8)
+	a.in("VADD%s X%d, X%d, X%d", e.p, i+8, i, i)
+}
+
+// genDots writes dots: out[j] = Σ_p x[p]·b[j·ldb+p] for every row j of b,
+// four rows at a time. len(x) must be a positive multiple of the lanes.
+// Each row has one accumulator, summed in the order of p, and its lanes are
+// added by the same tree ((l0+l1)+(l2+l3) after folding) whether the row is
+// one of four or alone, so a row's result does not depend on its neighbours.
+func genDots(a *asm, e elem, v isa) {
+	name := fmt.Sprintf("dots%d%s", e.bits, v.name)
+	t := goType(e)
+	a.text(name, 80, fmt.Sprintf("func %s(x, b []%s, ldb int, out []%s)", name, t, t))
+	w := v.width
+	a.in("MOVQ x_base+0(FP), SI")
+	a.in("MOVQ x_len+8(FP), BX")
+	a.in("SHLQ $%d, BX", log2(e.size))
+	a.in("MOVQ b_base+24(FP), DI")
+	a.in("MOVQ ldb+48(FP), DX")
+	a.in("SHLQ $%d, DX", log2(e.size))
+	a.in("MOVQ out_base+56(FP), R8")
+	a.in("MOVQ out_len+64(FP), R9")
+	a.label("rows4")
+	a.in("CMPQ R9, $4")
+	a.in("JLT rows1")
+	a.comment("four rows of b share each loaded chunk of x")
+	a.in("MOVQ DI, R10")
+	a.in("LEAQ (DI)(DX*1), R11")
+	a.in("LEAQ (R11)(DX*1), R12")
+	a.in("LEAQ (R12)(DX*1), R13")
+	for i := 0; i < 4; i++ {
+		a.in("VXORPS X%d, X%d, X%d", i, i, i)
+	}
+	a.in("XORQ AX, AX")
+	a.label("chunk4")
+	a.in("VMOVUP%c (SI)(AX*1), %s", e.p[1], v.reg(4))
+	for i, r := range []string{"R10", "R11", "R12", "R13"} {
+		a.in("VFMADD231%s (%s)(AX*1), %s, %s", e.p, r, v.reg(4), v.reg(i))
+	}
+	a.in("ADDQ $%d, AX", w)
+	a.in("CMPQ AX, BX")
+	a.in("JLT chunk4")
+	for i := 0; i < 4; i++ {
+		fold(a, e, v, i)
+	}
+	if e == f32 {
+		a.comment("X0 = [row 0, row 1, row 2, row 3], each (l0+l1)+(l2+l3)")
+		a.in("VHADDPS X1, X0, X0")
+		a.in("VHADDPS X3, X2, X2")
+		a.in("VHADDPS X2, X0, X0")
+		a.in("VMOVUPS X0, (R8)")
+	} else {
+		a.in("VHADDPD X1, X0, X0")
+		a.in("VHADDPD X3, X2, X2")
+		a.in("VMOVUPD X0, (R8)")
+		a.in("VMOVUPD X2, 16(R8)")
+	}
+	a.in("LEAQ (DI)(DX*4), DI")
+	a.in("ADDQ $%d, R8", 4*e.size)
+	a.in("SUBQ $4, R9")
+	a.in("JMP rows4")
+	a.label("rows1")
+	a.in("TESTQ R9, R9")
+	a.in("JEQ done")
+	a.in("VXORPS X0, X0, X0")
+	a.in("XORQ AX, AX")
+	a.label("chunk1")
+	a.in("VMOVUP%c (SI)(AX*1), %s", e.p[1], v.reg(4))
+	a.in("VFMADD231%s (DI)(AX*1), %s, %s", e.p, v.reg(4), v.reg(0))
+	a.in("ADDQ $%d, AX", w)
+	a.in("CMPQ AX, BX")
+	a.in("JLT chunk1")
+	fold(a, e, v, 0)
+	if e == f32 {
+		a.in("VHADDPS X0, X0, X0")
+		a.in("VHADDPS X0, X0, X0")
+	} else {
+		a.in("VHADDPD X0, X0, X0")
+	}
+	a.in("VMOVS%c X0, (R8)", e.s[1])
+	a.in("ADDQ DX, DI")
+	a.in("ADDQ $%d, R8", e.size)
+	a.in("DECQ R9")
+	a.in("JMP rows1")
+	a.label("done")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
+// genAxpys writes axpys: y[x] += Σ_p alpha[p]·b[p·ldb+x], in the order of p,
+// four vectors of y at a time held in registers. len(alpha) must be at
+// least 1 and len(y) a multiple of the lanes. Each element is the chain of
+// fused multiply-adds that repeated Axpy calls would make.
+func genAxpys(a *asm, e elem, v isa) {
+	name := fmt.Sprintf("axpys%d%s", e.bits, v.name)
+	t := goType(e)
+	a.text(name, 80, fmt.Sprintf("func %s(alpha, b []%s, ldb int, y []%s)", name, t, t))
+	L, w := v.lanes(e), v.width
+	a.in("MOVQ alpha_base+0(FP), SI")
+	a.in("MOVQ alpha_len+8(FP), BX")
+	a.in("MOVQ b_base+24(FP), DI")
+	a.in("MOVQ ldb+48(FP), DX")
+	a.in("SHLQ $%d, DX", log2(e.size))
+	a.in("MOVQ y_base+56(FP), R8")
+	a.in("MOVQ y_len+64(FP), R9")
+	bc := "VBROADCASTSS"
+	if e == f64 {
+		bc = "VBROADCASTSD"
+	}
+	a.label("cols4")
+	a.in("CMPQ R9, $%d", 4*L)
+	a.in("JLT cols1")
+	for i := 0; i < 4; i++ {
+		a.in("VMOVUP%c %d(R8), %s", e.p[1], i*w, v.reg(i))
+	}
+	a.in("MOVQ SI, R10")
+	a.in("MOVQ DI, R11")
+	a.in("MOVQ BX, CX")
+	a.label("p4")
+	a.in("%s (R10), %s", bc, v.reg(4))
+	for i := 0; i < 4; i++ {
+		a.in("VFMADD231%s %d(R11), %s, %s", e.p, i*w, v.reg(4), v.reg(i))
+	}
+	a.in("ADDQ $%d, R10", e.size)
+	a.in("ADDQ DX, R11")
+	a.in("DECQ CX")
+	a.in("JNE p4")
+	for i := 0; i < 4; i++ {
+		a.in("VMOVUP%c %s, %d(R8)", e.p[1], v.reg(i), i*w)
+	}
+	a.in("ADDQ $%d, R8", 4*w)
+	a.in("ADDQ $%d, DI", 4*w)
+	a.in("SUBQ $%d, R9", 4*L)
+	a.in("JMP cols4")
+	a.label("cols1")
+	a.in("TESTQ R9, R9")
+	a.in("JEQ done")
+	a.in("VMOVUP%c (R8), %s", e.p[1], v.reg(0))
+	a.in("MOVQ SI, R10")
+	a.in("MOVQ DI, R11")
+	a.in("MOVQ BX, CX")
+	a.label("p1")
+	a.in("%s (R10), %s", bc, v.reg(4))
+	a.in("VFMADD231%s (R11), %s, %s", e.p, v.reg(4), v.reg(0))
+	a.in("ADDQ $%d, R10", e.size)
+	a.in("ADDQ DX, R11")
+	a.in("DECQ CX")
+	a.in("JNE p1")
+	a.in("VMOVUP%c %s, (R8)", e.p[1], v.reg(0))
+	a.in("ADDQ $%d, R8", w)
+	a.in("ADDQ $%d, DI", w)
+	a.in("SUBQ $%d, R9", L)
+	a.in("JMP cols1")
+	a.label("done")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
 func log2(n int) int {
 	k := 0
 	for 1<<k < n {
@@ -909,11 +1078,14 @@ func main() {
 	s := newFile()
 	x := newFile()
 	g := newFile()
+	m := newFile()
 	for _, e := range []elem{f32, f64} {
 		for _, v := range []isa{avx512, avx2} {
 			genDot(d, e, v)
 			genAxpy(a, e, v)
 			genScale(s, e, v)
+			genDots(m, e, v)
+			genAxpys(m, e, v)
 		}
 	}
 	x.raw("\n")
@@ -935,4 +1107,5 @@ func main() {
 	s.write("scale_amd64.s")
 	x.write("exp_amd64.s")
 	g.write("gemm_amd64.s")
+	m.write("gemv_amd64.s")
 }

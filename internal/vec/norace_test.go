@@ -1,0 +1,5 @@
+//go:build !race
+
+package vec
+
+const raceEnabled = false
