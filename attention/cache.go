@@ -23,6 +23,68 @@ type KVCache[T Float] struct {
 	Pos   []int  // (B, Cap): the position of the token in each slot
 	Valid []bool // (B, Cap): whether the slot holds a real token
 	Next  []int  // (B): the position of each row's next real token
+
+	// Scratch is the working memory of the steps run against this cache
+	// (Layer.ForwardCached and the model's step), kept between them so
+	// that, once warm, decoding a token allocates nothing. A cache serves
+	// one goroutine at a time.
+	Scratch Scratch[T]
+
+	cfg            Config // the last Append's configuration, reused
+	qpos           []int
+	qvalid         []bool
+	rope           nn.RoPE[T] // the rotation whose angle tables are cached
+	ropeCos, ropeS []T        // (Cap, HeadDim/2)
+}
+
+// Scratch lends slices of working memory, kept between calls: Take hands
+// out zeroed slices from a buffer that grows when needed, Mark and Release
+// return what was taken since the mark (a stack discipline: release
+// everything taken inside a call when it returns).
+type Scratch[T Float] struct {
+	buf  []T
+	used int
+}
+
+// Take returns a zeroed slice of n elements, valid until a Release to a
+// mark taken before it.
+func (s *Scratch[T]) Take(n int) []T {
+	if s.used+n > len(s.buf) {
+		// slices already lent keep the old buffer; the new one serves
+		// from here on, and from the start once they are released
+		s.buf = make([]T, max(2*len(s.buf), s.used+n))
+	}
+	r := s.buf[s.used : s.used+n : s.used+n]
+	s.used += n
+	clear(r)
+	return r
+}
+
+// Mark returns the current position, for Release.
+func (s *Scratch[T]) Mark() int { return s.used }
+
+// Release returns every slice taken since mark.
+func (s *Scratch[T]) Release(mark int) {
+	if mark < 0 || mark > s.used {
+		panic(fmt.Sprintf("attention: Scratch.Release(%d) with %d taken", mark, s.used))
+	}
+	s.used = mark
+}
+
+// angles returns the cos and sin tables of r for positions 0 … Cap−1,
+// computed once.
+func (c *KVCache[T]) angles(r nn.RoPE[T]) (cos, sin []T) {
+	if c.ropeCos == nil || c.rope != r {
+		half := r.D / 2
+		c.ropeCos, c.ropeS = make([]T, c.Cap*half), make([]T, c.Cap*half)
+		pos := make([]int, c.Cap)
+		for p := range pos {
+			pos[p] = p
+		}
+		r.Angles(c.ropeCos, c.ropeS, pos)
+		c.rope = r
+	}
+	return c.ropeCos, c.ropeS
 }
 
 // NewKVCache allocates a cache for layers layers of B rows of up to capacity
@@ -73,8 +135,9 @@ func (e *CapacityError) Error() string {
 // validity is valid (B, M; nil means all real), assigns positions, and
 // returns the slot where the chunk starts and the attention Config of the
 // chunk against the cache: Hq query heads of M tokens at their positions,
-// against all Cap slots, of which the unused ones are invalid. It returns a
-// *CapacityError when the chunk does not fit.
+// against all Cap slots, of which the unused ones are invalid. The Config
+// and its slices belong to the cache and hold until the next Append. It
+// returns a *CapacityError when the chunk does not fit.
 func (c *KVCache[T]) Append(hq, M int, valid []bool) (slot int, cfg *Config, err error) {
 	if M < 1 {
 		panic(fmt.Sprintf("attention: KVCache.Append: M = %d", M))
@@ -86,13 +149,13 @@ func (c *KVCache[T]) Append(hq, M int, valid []bool) (slot int, cfg *Config, err
 		return 0, nil, &CapacityError{Len: c.Len, M: M, Cap: c.Cap}
 	}
 	slot = c.Len
-	qpos := make([]int, c.B*M)
+	c.qpos = grow(c.qpos, c.B*M)
 	for b := range c.B {
 		for t := range M {
 			ok := valid == nil || valid[b*M+t]
 			s := b*c.Cap + slot + t
 			c.Pos[s], c.Valid[s] = c.Next[b], ok
-			qpos[b*M+t] = c.Next[b]
+			c.qpos[b*M+t] = c.Next[b]
 			if ok {
 				c.Next[b]++
 			}
@@ -101,13 +164,15 @@ func (c *KVCache[T]) Append(hq, M int, valid []bool) (slot int, cfg *Config, err
 	c.Len += M
 	qvalid := valid
 	if qvalid == nil {
-		qvalid = make([]bool, c.B*M)
-		for i := range qvalid {
-			qvalid[i] = true
+		c.qvalid = grow(c.qvalid, c.B*M)
+		for i := range c.qvalid {
+			c.qvalid[i] = true
 		}
+		qvalid = c.qvalid
 	}
-	cfg = &Config{B: c.B, Hq: hq, Hkv: c.Hkv, M: M, N: c.Cap, D: c.HeadDim, Dv: c.HeadDim, Causal: true,
-		QPos: qpos, QValid: qvalid, KPos: c.Pos, KValid: c.Valid}
+	c.cfg = Config{B: c.B, Hq: hq, Hkv: c.Hkv, M: M, N: c.Cap, D: c.HeadDim, Dv: c.HeadDim, Causal: true,
+		QPos: c.qpos, QValid: qvalid, KPos: c.Pos, KValid: c.Valid}
+	cfg = &c.cfg
 	return slot, cfg, nil
 }
 
@@ -124,34 +189,37 @@ func (l Layer[T]) ForwardCached(y, x []T, w *LayerWeights[T], cache *KVCache[T],
 	}
 	B, M, Dh := cfg.B, cfg.M, l.HeadDim
 	n := B * M
-	q := make([]T, n*l.Hq*Dh)
-	kv := make([]T, n*l.Hkv*Dh)
-	tmp := make([]T, n*l.Hq*Dh)
+	work := &cache.Scratch
+	defer work.Release(work.Mark())
+	q := work.Take(n * l.Hq * Dh)
+	kv := work.Take(n * l.Hkv * Dh)
+	tmp := work.Take(n * l.Hq * Dh)
+	cos, sin := cache.angles(l.RoPE)
 	// pass 1: the chunk's projections and rotations
 	nn.Linear[T]{In: l.Dim, Out: l.Hq * Dh}.Forward(tmp, x, w.Wq, nil, n)
 	toHeads(q, tmp, B, M, l.Hq, Dh)
-	l.RoPE.Forward(q, q, cfg.QPos, B, l.Hq, M)
+	l.RoPE.Rotate(q, q, cfg.QPos, B, l.Hq, M, cos, sin)
 	proj := nn.Linear[T]{In: l.Dim, Out: l.Hkv * Dh}
-	for _, s := range []struct {
-		w      []T
-		cache  []T
-		rotate bool
-	}{{w.Wk, cache.K[layer], true}, {w.Wv, cache.V[layer], false}} {
-		proj.Forward(tmp[:n*l.Hkv*Dh], x, s.w, nil, n)
+	for x2, w2 := range [2][]T{w.Wk, w.Wv} {
+		store := cache.K[layer]
+		if x2 == 1 {
+			store = cache.V[layer]
+		}
+		proj.Forward(tmp[:n*l.Hkv*Dh], x, w2, nil, n)
 		toHeads(kv, tmp, B, M, l.Hkv, Dh)
-		if s.rotate {
-			l.RoPE.Forward(kv, kv, cfg.QPos, B, l.Hkv, M) // keys at their tokens' positions, once
+		if x2 == 0 {
+			l.RoPE.Rotate(kv, kv, cfg.QPos, B, l.Hkv, M, cos, sin) // keys at their tokens' positions, once
 		}
 		// pass 2: store in the cache, (B, Hkv, Cap, Dh)
 		for bg := range B * l.Hkv {
-			copy(s.cache[(bg*cache.Cap+slot)*Dh:(bg*cache.Cap+slot+M)*Dh], kv[bg*M*Dh:(bg+1)*M*Dh])
+			copy(store[(bg*cache.Cap+slot)*Dh:(bg*cache.Cap+slot+M)*Dh], kv[bg*M*Dh:(bg+1)*M*Dh])
 		}
 	}
 	// pass 3: attention from the chunk to the cache, then the output projection
-	o, lse := make([]T, n*l.Hq*Dh), make([]T, B*l.Hq*M)
+	o, lse := work.Take(n*l.Hq*Dh), work.Take(B*l.Hq*M)
 	attend := FlashForward[T]
-	if M == 1 {
-		attend = DecodeForward[T] // one query per row: split the cache across the cores
+	if M <= DecodeMaxM {
+		attend = DecodeForward[T] // a few queries per row: split the cache across the cores
 	}
 	if err := attend(o, lse, q, cache.K[layer], cache.V[layer], cfg); err != nil {
 		return err

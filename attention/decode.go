@@ -3,6 +3,10 @@ package attention
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+
+	"github.com/attnlab/attnlab/internal/vec"
 )
 
 // decodeChunk is the number of cache keys per split of DecodeForward: four
@@ -11,147 +15,212 @@ import (
 // 256 keys (64 KiB of K and V at D = 64 in float32) per unit of overhead.
 const decodeChunk = 4 * flashBc
 
-// DecodeForward computes o and lse like FlashForward for a single new query
-// per batch item and head (M = 1) against a long cache: split-K attention
-// (flash-decoding). The cache is cut into chunks of decodeChunk keys, and each
-// (batch item, KV head, chunk) is a work item, so that all cores share even a
-// single head's cache. Within an item the G query heads of the group are the
-// rows of one tile against each key tile (GQA packing): K and V are read once
-// per group. Each chunk leaves a partial state per head, its maximum m_c, sum
-// l_c and unnormalised output o_c, and the chunks are merged by the
-// log-sum-exp rule
+// DecodeMaxM is the largest number of new queries per batch item that
+// DecodeForward takes: a decoded token, or a short speculative chunk.
+const DecodeMaxM = 8
+
+// DecodeForward computes o and lse like FlashForward for a few new queries
+// per batch item and head (M ≤ DecodeMaxM) against a long cache: split-K
+// attention (flash-decoding). The cache is cut into chunks of decodeChunk
+// keys, and each (batch item, KV head, chunk) is a work item, so that all
+// cores share even a single head's cache. Within an item the G·M queries of
+// the group (G query heads, M queries each) are the rows of one tile
+// against each key tile (GQA packing): K and V are streamed from memory once
+// per group, the scores by dot products and the output by scaled
+// accumulation of V's rows, with no packing. Each chunk leaves a partial
+// state per row, its maximum m_c, sum l_c and unnormalised output o_c, and
+// the chunks are merged by the log-sum-exp rule
 //
 //	m = max_c m_c    l = Σ_c e^(m_c − m) l_c    O = Σ_c e^(m_c − m) o_c / l    lse = m + log l
 //
 // in chunk order, so that the result does not depend on the number of
 // threads. The mask rule, tile skipping, padding and the *EmptyRowError are
-// those of FlashForward. Extra memory is B·Hq·⌈N/decodeChunk⌉·(Dv+2) partial
-// values plus one tile per worker. There is no backward: decoding does not
-// train.
+// those of FlashForward. The working memory, B·Hq·M·⌈N/decodeChunk⌉·(Dv+2)
+// partial values and one tile per thread, is kept between calls: once warm,
+// a call allocates nothing. There is no backward: decoding does not train.
 //
-// DecodeForward panics if c.M != 1, if c is invalid or a slice has the
-// wrong length.
+// DecodeForward panics if c.M > DecodeMaxM, if c is invalid or a slice has
+// the wrong length.
 func DecodeForward[T Float](o, lse, q, k, v []T, c *Config) error {
 	return decodeForward(o, lse, q, k, v, c, flashOptions{})
 }
 
+// decodeWork is one DecodeForward call and its working memory, kept in a
+// pool between calls.
+type decodeWork[T Float] struct {
+	plan         maskPlan
+	items        []flashItem
+	pm, pl, po   []T      // partial states, (B, Hkv, chunk, G·M, ·)
+	tiles        chan []T // score tiles, one per thread
+	tileLen      int
+	zero         []T
+	q, k, v      []T
+	c            *Config
+	opt          flashOptions
+	rows, nch    int // G·M, chunks per row of the cache
+	tilesInChunk int
+	scale        T
+}
+
+var decodePools [2]sync.Pool
+
+func decodePool[T Float]() *sync.Pool {
+	p := &decodePools[1]
+	if vec.Is32[T]() {
+		p = &decodePools[0]
+	}
+	return p
+}
+
+// grow returns s with length n, reusing its memory when it is large enough.
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
 func decodeForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) error {
-	if c.M != 1 {
-		panic(fmt.Sprintf("attention: DecodeForward needs M = 1, got M = %d", c.M))
+	if c.M > DecodeMaxM {
+		panic(fmt.Sprintf("attention: DecodeForward needs M <= %d, got M = %d", DecodeMaxM, c.M))
 	}
 	mustFit(c, map[string][2]int{
-		"o": {len(o), c.B * c.Hq * c.Dv}, "lse": {len(lse), c.B * c.Hq},
-		"q": {len(q), c.B * c.Hq * c.D}, "k": {len(k), c.B * c.Hkv * c.N * c.D},
+		"o": {len(o), c.B * c.Hq * c.M * c.Dv}, "lse": {len(lse), c.B * c.Hq * c.M},
+		"q": {len(q), c.B * c.Hq * c.M * c.D}, "k": {len(k), c.B * c.Hkv * c.N * c.D},
 		"v": {len(v), c.B * c.Hkv * c.N * c.Dv},
 	})
 	if opt.bc == 0 {
 		opt.bc = flashBc
 	}
-	opt.br = 1 // one query per batch item: one query tile
-	pl := opt.plan(c)
+	w, _ := decodePool[T]().Get().(*decodeWork[T])
+	if w == nil {
+		w = new(decodeWork[T])
+	}
+	defer func() {
+		w.q, w.k, w.v, w.c = nil, nil, nil, nil
+		decodePool[T]().Put(w)
+	}()
+	pl := &w.plan
+	pl.init(c, c.M, opt.bc) // all M queries in one query tile
+	pl.noSkip = opt.noSkip
 	if err := pl.emptyRow(c); err != nil {
 		return err
 	}
-	B, Hq, Hkv, N, D, Dv := c.B, c.Hq, c.Hkv, c.N, c.D, c.Dv
+	B, Hq, Hkv, M, Dv := c.B, c.Hq, c.Hkv, c.M, c.Dv
 	G := Hq / Hkv
-	tilesPerChunk := max(1, decodeChunk/pl.bc)
-	nch := (pl.nkt + tilesPerChunk - 1) / tilesPerChunk
+	w.q, w.k, w.v, w.c, w.opt = q, k, v, c, opt
+	w.rows = G * M
+	w.tilesInChunk = max(1, decodeChunk/pl.bc)
+	w.nch = (pl.nkt + w.tilesInChunk - 1) / w.tilesInChunk
+	w.scale = T(c.ScaleValue())
+	states := B * Hkv * w.nch * w.rows
+	w.pm, w.pl, w.po = grow(w.pm, states), grow(w.pl, states), grow(w.po, states*Dv)
+	w.zero = grow(w.zero, Dv)
+	clear(w.zero)
+	threads := runtime.GOMAXPROCS(0)
+	if need := w.rows * pl.bc; w.tiles == nil || cap(w.tiles) != threads || w.tileLen < need {
+		w.tiles, w.tileLen = make(chan []T, threads), need
+		for range threads {
+			w.tiles <- make([]T, need)
+		}
+	}
 
-	// Partial states, laid out (B, Hkv, chunk, G, ·) so that one work item
-	// writes one contiguous block.
-	pm := make([]T, B*Hkv*nch*G)
-	pls := make([]T, B*Hkv*nch*G)
-	po := make([]T, B*Hkv*nch*G*Dv)
-
-	items := make([]flashItem, 0, B*Hkv*nch)
+	w.items = w.items[:0]
 	for b := range B {
-		for ch := range nch {
+		for ch := range w.nch {
 			cost := 0
-			for kt := ch * tilesPerChunk; kt < min(pl.nkt, (ch+1)*tilesPerChunk); kt++ {
+			for kt := ch * w.tilesInChunk; kt < min(pl.nkt, (ch+1)*w.tilesInChunk); kt++ {
 				if pl.classify(b, 0, kt) != tileSkip {
 					cost++
 				}
 			}
 			for kvh := range Hkv {
-				items = append(items, flashItem{b, kvh, ch, cost})
+				w.items = append(w.items, flashItem{b, kvh, ch, cost})
 			}
 		}
 	}
-	byCost(items)
-	scale := T(c.ScaleValue())
-	negInf := T(math.Inf(-1))
-	runItems(len(items), func() func(int) {
-		s := make([]T, G*pl.bc)
-		zero := make([]T, Dv)
-		return func(x int) {
-			it := items[x]
-			b, kvh, ch := it.b, it.kvh, it.t
-			bkv := b*Hkv + kvh
-			state := (bkv*nch + ch) * G
-			m, l, acc := pm[state:state+G], pls[state:state+G], po[state*Dv:(state+G)*Dv]
-			for r := range G {
-				m[r] = negInf
-			}
-			qRows := q[(b*Hq+kvh*G)*D : (b*Hq+kvh*G+G)*D] // the group's heads, M = 1 row each
-			for kt := ch * tilesPerChunk; kt < min(pl.nkt, (ch+1)*tilesPerChunk); kt++ {
-				kind := pl.classify(b, 0, kt)
-				opt.stats.count(kind)
-				if kind == tileSkip {
-					continue
-				}
-				j0, nc := pl.cols(kt)
-				st := s[:G*nc]
-				gemmNT(st, qRows, k[(bkv*N+j0)*D:(bkv*N+j0+nc)*D], G, nc, D, scale)
-				if kind == tilePartial {
-					for r := range G { // every head of the group has the same query, so the same mask
-						maskTile(pl, st[r*nc:], b, 0, 1, j0, nc)
-					}
-				}
-				onlineSoftmax(st, G, nc, m, l, acc, Dv)
-				vTile := v[(bkv*N+j0)*Dv : (bkv*N+j0+nc)*Dv]
-				if kind == tileFull {
-					gemmNN(acc, st, vTile, G, Dv, nc)
-				} else {
-					gemmNNSkip(acc, st, vTile, G, Dv, nc, zero)
-				}
-			}
-		}
-	})
+	byCost(w.items)
+	vec.Parallel(len(w.items), w)
 
-	// Merge the chunks of each head in chunk order.
+	// Merge the chunks of each row in chunk order.
+	negInf := T(math.Inf(-1))
 	for b := range B {
 		for h := range Hq {
-			bh := b*Hq + h
-			out := o[bh*Dv : (bh+1)*Dv]
-			clear(out)
 			bkv, g := b*Hkv+h/G, h%G
-			mx := negInf
-			for ch := range nch {
-				mx = max(mx, pm[(bkv*nch+ch)*G+g])
-			}
-			if mx == negInf { // a padding query: nothing seen
-				lse[bh] = T(math.Inf(1))
-				continue
-			}
-			var sum T
-			for ch := range nch {
-				at := (bkv*nch+ch)*G + g
-				if pm[at] == negInf {
+			for i := range M {
+				bh := (b*Hq+h)*M + i
+				r := g*M + i
+				out := o[bh*Dv : (bh+1)*Dv]
+				clear(out)
+				mx := negInf
+				for ch := range w.nch {
+					mx = max(mx, w.pm[(bkv*w.nch+ch)*w.rows+r])
+				}
+				if mx == negInf { // a padding query: nothing seen
+					lse[bh] = T(math.Inf(1))
 					continue
 				}
-				w := T(math.Exp(float64(pm[at] - mx)))
-				sum += w * pls[at]
-				oc := po[at*Dv : (at+1)*Dv]
-				for x := range out {
-					out[x] += w * oc[x]
+				var sum T
+				for ch := range w.nch {
+					at := (bkv*w.nch+ch)*w.rows + r
+					if w.pm[at] == negInf {
+						continue
+					}
+					f := T(math.Exp(float64(w.pm[at] - mx)))
+					sum += f * w.pl[at]
+					vec.Axpy(f, w.po[at*Dv:(at+1)*Dv], out)
 				}
+				inv := 1 / sum
+				for x := range out {
+					out[x] *= inv
+				}
+				lse[bh] = mx + T(math.Log(float64(sum)))
 			}
-			inv := 1 / sum
-			for x := range out {
-				out[x] *= inv
-			}
-			lse[bh] = mx + T(math.Log(float64(sum)))
 		}
 	}
 	return nil
+}
+
+// Run computes work item x: one chunk of the cache of one (batch item, KV
+// head) against the G·M query rows of its group.
+func (w *decodeWork[T]) Run(x int) {
+	it := w.items[x]
+	b, kvh, ch := it.b, it.kvh, it.t
+	c, pl, R := w.c, &w.plan, w.rows
+	N, D, Dv, M := c.N, c.D, c.Dv, c.M
+	bkv := b*c.Hkv + kvh
+	state := (bkv*w.nch + ch) * R
+	m, l, acc := w.pm[state:state+R], w.pl[state:state+R], w.po[state*Dv:(state+R)*Dv]
+	for r := range m {
+		m[r] = T(math.Inf(-1))
+	}
+	clear(l)
+	clear(acc)
+	G := c.Hq / c.Hkv
+	q0 := (b*c.Hq + kvh*G) * M // the group's heads, M rows each: consecutive
+	qRows := w.q[q0*D : (q0+R)*D]
+	s := <-w.tiles
+	for kt := ch * w.tilesInChunk; kt < min(pl.nkt, (ch+1)*w.tilesInChunk); kt++ {
+		kind := pl.classify(b, 0, kt)
+		w.opt.stats.count(kind)
+		if kind == tileSkip {
+			continue
+		}
+		j0, nc := pl.cols(kt)
+		st := s[:R*nc]
+		gemmNT(st, qRows, w.k[(bkv*N+j0)*D:(bkv*N+j0+nc)*D], R, nc, D, w.scale)
+		if kind == tilePartial {
+			for r := range R { // row r is query r%M of head r/M; the heads share the query's mask
+				maskTile(pl, st[r*nc:], b, r%M, 1, j0, nc)
+			}
+		}
+		onlineSoftmax(st, R, nc, m, l, acc, Dv)
+		vTile := w.v[(bkv*N+j0)*Dv : (bkv*N+j0+nc)*Dv]
+		if kind == tileFull {
+			gemmNN(acc, st, vTile, R, Dv, nc)
+		} else {
+			gemmNNSkip(acc, st, vTile, R, Dv, nc, w.zero)
+		}
+	}
+	w.tiles <- s
 }

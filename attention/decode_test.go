@@ -45,6 +45,16 @@ func decodeCases() []flashCase {
 	add("left-pad=300", padded(2, 4, 4, N, 1, 8, 8, true, []int{0, 300}))
 	// packed documents: the query belongs to the last one
 	add("segments", packed(4, 2, 1, 8, 8, 200, 130, 270))
+	// several new queries per row: a speculative chunk, the last M slots of
+	// the cache, causal among themselves
+	for _, m := range []int{2, 3, 5, 8} {
+		add(fmt.Sprintf("chunk/M=%d", m), attention.Config{B: 2, Hq: 8, Hkv: 2, M: m, N: 300 + m, D: 16, Dv: 16, Causal: true, Convention: attention.BottomRight})
+	}
+	add("chunk/M=4/window=40", attention.Config{B: 1, Hq: 4, Hkv: 1, M: 4, N: 700, D: 8, Dv: 8, Causal: true, Window: 40, Convention: attention.BottomRight})
+	add("chunk/M=4/left-pad", padded(2, 4, 2, N, 4, 8, 8, true, []int{0, 450}))
+	add("chunk/M=3/segments", packed(2, 1, 3, 8, 8, 200, 130, 270))
+	qv := []bool{true, false, true, true, false, false}
+	add("chunk/M=3/padding-queries", attention.Config{B: 2, Hq: 4, Hkv: 2, M: 3, N: 400, D: 8, Dv: 8, Causal: true, Convention: attention.BottomRight, QValid: qv})
 	return cs
 }
 
@@ -105,14 +115,39 @@ func TestDecodeEmptyRow(t *testing.T) {
 	}
 }
 
-func TestDecodePanicsUnlessOneQuery(t *testing.T) {
+func TestDecodePanicsAboveMaxM(t *testing.T) {
 	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "M = 2") {
-			t.Errorf("panic %v, want one naming M = 2", r)
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "M = 9") {
+			t.Errorf("panic %v, want one naming M = 9", r)
 		}
 	}()
-	c := &attention.Config{B: 1, Hq: 1, Hkv: 1, M: 2, N: 4, D: 1, Dv: 1}
-	attention.DecodeForward(make([]float64, 2), make([]float64, 2), make([]float64, 2), make([]float64, 4), make([]float64, 4), c)
+	c := &attention.Config{B: 1, Hq: 1, Hkv: 1, M: 9, N: 9, D: 1, Dv: 1}
+	attention.DecodeForward(make([]float64, 9), make([]float64, 9), make([]float64, 9), make([]float64, 9), make([]float64, 9), c)
+}
+
+// TestDecodeAllocatesNothing: once warm, a call reuses its working memory.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop entries: allocations are not counted")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, c := range []*attention.Config{
+		{B: 1, Hq: 8, Hkv: 2, M: 1, N: 2000, D: 32, Dv: 32, Causal: true},
+		{B: 2, Hq: 4, Hkv: 4, M: 4, N: 500, D: 16, Dv: 16, Causal: true, Convention: attention.BottomRight},
+	} {
+		q, k, v, _ := inputs(c, 5)
+		q32, k32, v32 := to32(q), to32(k), to32(v)
+		o, lse := make([]float32, c.B*c.Hq*c.M*c.Dv), make([]float32, c.B*c.Hq*c.M)
+		call := func() {
+			if err := attention.DecodeForward(o, lse, q32, k32, v32, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		call()
+		if n := testing.AllocsPerRun(20, call); n != 0 {
+			t.Errorf("M=%d N=%d: %v allocations per call", c.M, c.N, n)
+		}
+	}
 }
 
 // TestDecodeThreadsBitIdentical: the chunks are fixed by the shape and merged

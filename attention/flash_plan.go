@@ -67,12 +67,20 @@ const (
 )
 
 func newMaskPlan(c *Config, br, bc int) *maskPlan {
+	p := new(maskPlan)
+	p.init(c, br, bc)
+	return p
+}
+
+// init fills p for c, reusing its slices when they are large enough.
+func (p *maskPlan) init(c *Config, br, bc int) {
 	B, M, N := c.B, c.M, c.N
-	p := &maskPlan{
+	*p = maskPlan{
 		m: M, n: N, br: br, bc: bc,
 		nqt: (M + br - 1) / br, nkt: (N + bc - 1) / bc,
-		rowLo: make([]int, B*M), rowHi: make([]int, B*M), keyPos: make([]int, B*N),
+		rowLo: grow(p.rowLo, B*M), rowHi: grow(p.rowHi, B*M), keyPos: grow(p.keyPos, B*N),
 		rowSeg: c.QSeg, keySeg: c.KSeg,
+		qtiles: p.qtiles, ktiles: p.ktiles,
 	}
 	for b := range B {
 		for i := range M {
@@ -109,7 +117,7 @@ func newMaskPlan(c *Config, br, bc int) *maskPlan {
 		}
 	}
 
-	p.qtiles = make([]queryTile, B*p.nqt)
+	p.qtiles = grow(p.qtiles, B*p.nqt)
 	for b := range B {
 		for t := range p.nqt {
 			qt := queryTile{loMin: maxInt, loMax: minInt, hiMin: maxInt, hiMax: minInt, segMin: maxInt, segMax: minInt}
@@ -129,7 +137,7 @@ func newMaskPlan(c *Config, br, bc int) *maskPlan {
 			p.qtiles[b*p.nqt+t] = qt
 		}
 	}
-	p.ktiles = make([]keyTile, B*p.nkt)
+	p.ktiles = grow(p.ktiles, B*p.nkt)
 	for b := range B {
 		for t := range p.nkt {
 			kt := keyTile{posMin: maxInt, posMax: minInt, segMin: maxInt, segMax: minInt}
@@ -148,7 +156,6 @@ func newMaskPlan(c *Config, br, bc int) *maskPlan {
 			p.ktiles[b*p.nkt+t] = kt
 		}
 	}
-	return p
 }
 
 // rows returns the first query row and the row count of query tile t.

@@ -61,21 +61,25 @@ func countReal(valid []bool, from, to int) int {
 func (m *Model[T]) StepAt(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, slot int, cfg *attention.Config) error {
 	c := m.Config
 	n, D, V := cfg.B*cfg.M, c.HiddenSize, c.VocabSize
-	x, y := make([]T, n*D), make([]T, n*D)
-	ids := append([]int(nil), tokens...)
-	for i, ok := range cfg.QValid {
-		if !ok {
-			ids[i] = 0 // padding may hold any id
+	work := &cache.Scratch
+	defer work.Release(work.Mark())
+	x, y := work.Take(n*D), work.Take(n*D)
+	for i, tok := range tokens {
+		if !cfg.QValid[i] {
+			tok = 0 // padding may hold any id
 		}
+		if tok < 0 || tok >= V {
+			panic(fmt.Sprintf("model: StepAt: token %d is %d, outside the vocabulary [0, %d)", i, tok, V))
+		}
+		copy(x[i*D:(i+1)*D], p.Embed[tok*D:(tok+1)*D])
 	}
-	nn.Embedding[T]{V: V, D: D}.Forward(x, ids, p.Embed)
 	for l := range p.Layers {
 		if err := m.Block.ForwardCached(y, x, &p.Layers[l], cache, l, slot, cfg); err != nil {
 			return err
 		}
 		x, y = y, x
 	}
-	rstd := make([]T, n)
+	rstd := work.Take(n)
 	m.Block.Norm.Forward(y, rstd, x, p.Norm, n)
 	nn.Linear[T]{In: D, Out: V}.Forward(logits, y, p.Head(), nil, n)
 	return nil
@@ -85,9 +89,11 @@ func (m *Model[T]) StepAt(logits []T, cache *attention.KVCache[T], p *Params[T],
 // attention.Layer.ForwardCached): the inference path, without backward.
 func (k Block[T]) ForwardCached(y, x []T, w *BlockWeights[T], cache *attention.KVCache[T], layer, slot int, cfg *attention.Config) error {
 	n, D, F := cfg.B*cfg.M, k.MLP.D, k.MLP.F
-	x1, rstd := make([]T, n*D), make([]T, n)
+	work := &cache.Scratch
+	defer work.Release(work.Mark())
+	x1, rstd := work.Take(n*D), work.Take(n)
 	k.Norm.Forward(x1, rstd, x, w.AttnNorm, n)
-	att := make([]T, n*D)
+	att := work.Take(n * D)
 	if err := k.Attn.ForwardCached(att, x1, &w.Attn, cache, layer, slot, cfg); err != nil {
 		return err
 	}
@@ -96,7 +102,7 @@ func (k Block[T]) ForwardCached(y, x []T, w *BlockWeights[T], cache *attention.K
 		h[i] += x[i]
 	}
 	k.Norm.Forward(x1, rstd, h, w.MLPNorm, n)
-	a, u, g := make([]T, n*F), make([]T, n*F), make([]T, n*F)
+	a, u, g := work.Take(n*F), work.Take(n*F), work.Take(n*F)
 	k.MLP.Forward(y, a, u, g, x1, w.Gate, w.Up, w.Down, n)
 	for i := range y[:n*D] { // y = h + SwiGLU(RMSNorm(h))
 		y[i] += h[i]

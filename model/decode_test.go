@@ -111,3 +111,41 @@ func TestDecodingAgreesFloat32(t *testing.T) {
 		}
 	}
 }
+
+// TestStepAllocatesNothing: once the cache's working memory is warm, a
+// decoding step (one token, or a chunk of a few) allocates nothing, on one
+// thread or two.
+func TestStepAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop entries: allocations are not counted")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		wide := Config{HiddenSize: 256, IntermediateSize: 512, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+			RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 4096, MaxPositionEmbeddings: 64} // products split across threads
+		for _, tc := range []struct {
+			c Config
+			M int
+		}{{tinyConfig(true), 1}, {tinyConfig(true), 4}, {wide, 1}, {wide, 4}} {
+			M := tc.M
+			m, _ := New[float32](tc.c)
+			p := m.NewParams()
+			m.Init(p, 0.5, 2)
+			const B, steps = 2, 6
+			cache := m.NewCache(B, (steps+2)*M)
+			logits := make([]float32, B*M*m.Config.VocabSize)
+			tokens := make([]int, B*M)
+			step := func() {
+				if err := m.Step(logits, cache, p, tokens, nil, M); err != nil {
+					t.Fatal(err)
+				}
+			}
+			step()
+			step()
+			if n := testing.AllocsPerRun(steps-1, step); n != 0 {
+				t.Errorf("GOMAXPROCS=%d hidden=%d M=%d: %v allocations per step", procs, tc.c.HiddenSize, M, n)
+			}
+		}
+	}
+}

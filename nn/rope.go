@@ -203,16 +203,58 @@ func (r RoPE[E]) Forward(y, x []E, pos []int, B, H, T int) {
 		for t := range T {
 			// the angles of this token, shared by its heads
 			r.trig(cos, sin, theta, pos[b*T+t])
-			for h := range H {
-				o := ((b*H+h)*T + t) * D
-				yh, xh := y[o:o+D], x[o:o+D]
-				for k, c := range cos {
-					i0, i1 := k*step, k*step+off
-					x0, x1 := xh[i0], xh[i1] // both read before either is written: y may be x
-					yh[i0] = x0*c - x1*sin[k]
-					yh[i1] = x0*sin[k] + x1*c
-				}
+			rotateToken(y, x, cos, sin, b, t, H, T, D, step, off)
+		}
+	}
+}
+
+// Rotate is Forward with the angles read from tables that Angles filled for
+// the positions 0, 1, …, len(cos)/(D/2) − 1: the same results, without
+// computing a sine per token, and without allocating (decoding rotates one
+// token per layer and step). It panics like Forward, and if a position is
+// beyond the tables.
+func (r RoPE[E]) Rotate(y, x []E, pos []int, B, H, T int, cos, sin []E) {
+	const op = "RoPE.Rotate"
+	r.mustValid(op)
+	mustNonNegative(op, "B", B)
+	mustNonNegative(op, "H", H)
+	mustNonNegative(op, "T", T)
+	mustLen(op, "y", len(y), B*H*T*r.D, "B*H*T*D")
+	mustLen(op, "x", len(x), B*H*T*r.D, "B*H*T*D")
+	mustLen(op, "pos", len(pos), B*T, "B*T")
+	D, half := r.D, r.D/2
+	if len(cos) != len(sin) || len(cos)%half != 0 {
+		panic(fmt.Sprintf("nn: %s: tables of %d and %d angles, want equal multiples of D/2 = %d", op, len(cos), len(sin), half))
+	}
+	if msg := badPosition(pos, 0); msg != "" {
+		panic("nn: " + op + ": " + msg)
+	}
+	step, off := 1, half
+	if r.Pairing == Interleaved {
+		step, off = 2, 1
+	}
+	for b := range B {
+		for t := range T {
+			p := pos[b*T+t]
+			if (p+1)*half > len(cos) {
+				panic(fmt.Sprintf("nn: %s: position %d beyond the tables' %d", op, p, len(cos)/half))
 			}
+			rotateToken(y, x, cos[p*half:(p+1)*half], sin[p*half:(p+1)*half], b, t, H, T, D, step, off)
+		}
+	}
+}
+
+// rotateToken rotates the H heads of token t of row b by the angles cos,
+// sin.
+func rotateToken[E Float](y, x, cos, sin []E, b, t, H, T, D, step, off int) {
+	for h := range H {
+		o := ((b*H+h)*T + t) * D
+		yh, xh := y[o:o+D], x[o:o+D]
+		for k, c := range cos {
+			i0, i1 := k*step, k*step+off
+			x0, x1 := xh[i0], xh[i1] // both read before either is written: y may be x
+			yh[i0] = x0*c - x1*sin[k]
+			yh[i1] = x0*sin[k] + x1*c
 		}
 	}
 }

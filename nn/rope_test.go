@@ -3,6 +3,7 @@ package nn_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -168,4 +169,49 @@ func TestRoPEPanics(t *testing.T) {
 	panics(t, "nn: RoPE.Angles: len(sin) = 3, want len(pos)*D/2 = 2", func() {
 		r.Angles(make([]float64, 2), make([]float64, 3), []int{4})
 	})
+}
+
+// TestRoPERotateIsForward: rotating with precomputed tables gives Forward's
+// bits, for both pairings and every scaling, and a position beyond the
+// tables panics.
+func TestRoPERotateIsForward(t *testing.T) {
+	const B, H, T, D, maxPos = 2, 3, 5, 8, 40
+	r := rand.New(rand.NewPCG(4, 4))
+	x := make([]float32, B*H*T*D)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	pos := make([]int, B*T)
+	for i := range pos {
+		pos[i] = r.IntN(maxPos)
+	}
+	for _, rope := range []nn.RoPE[float32]{
+		{D: D, Base: 10000},
+		{D: D, Base: 500, Pairing: nn.Interleaved},
+		{D: D, Base: 10000, Scaling: nn.Scaling{Kind: nn.LinearScaling, Factor: 4}},
+		{D: D, Base: 10000, Scaling: nn.Scaling{Kind: nn.NTKScaling, Factor: 2}},
+	} {
+		all := make([]int, maxPos)
+		for p := range all {
+			all[p] = p
+		}
+		cos, sin := make([]float32, maxPos*D/2), make([]float32, maxPos*D/2)
+		rope.Angles(cos, sin, all)
+		want, got := make([]float32, len(x)), make([]float32, len(x))
+		rope.Forward(want, x, pos, B, H, T)
+		rope.Rotate(got, x, pos, B, H, T, cos, sin)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%+v: element %d: Rotate %v, Forward %v", rope, i, got[i], want[i])
+			}
+		}
+	}
+	defer func() {
+		if msg := fmt.Sprint(recover()); !strings.Contains(msg, "beyond the tables") {
+			t.Errorf("panic %q, want one about a position beyond the tables", msg)
+		}
+	}()
+	rope := nn.RoPE[float32]{D: D, Base: 10000}
+	cos, sin := make([]float32, 3*D/2), make([]float32, 3*D/2)
+	rope.Rotate(make([]float32, D), make([]float32, D), []int{3}, 1, 1, 1, cos, sin)
 }
