@@ -30,7 +30,7 @@ func TestFromLM(t *testing.T) {
 	if err := lm.Save(dir, p, map[string][]byte{TokenizerFile: tj.Bytes()}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05})
+	m, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +49,30 @@ func TestFromLM(t *testing.T) {
 	if err := m.Save(enc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FromLM(enc, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05}); err == nil {
+	if _, err := FromLM(enc, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05}, 0); err == nil {
 		t.Error("a dual encoder taken for a language model")
 	}
-	if _, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 100, Tau: 0.05}); err == nil {
+	if _, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 100, Tau: 0.05}, 0); err == nil {
 		t.Error("sequences beyond max_position_embeddings accepted")
+	}
+	// the first block alone: its weights, the embedding's and the norm's
+	one, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := one.Enc.Model.Config.NumHiddenLayers; n != 1 {
+		t.Fatalf("%d layers, want 1", n)
+	}
+	byName := map[string][]float32{}
+	for _, w := range want {
+		byName[w.Name] = w.Data
+	}
+	for _, g := range one.Enc.Model.Tensors(one.Enc.Params) {
+		if w := byName[g.Name]; len(w) != len(g.Data) || w[0] != g.Data[0] || w[len(w)-1] != g.Data[len(w)-1] {
+			t.Fatalf("%s is not the language model's", g.Name)
+		}
+	}
+	if _, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05}, cfg.NumHiddenLayers+1); err == nil {
+		t.Error("more layers than the language model has accepted")
 	}
 }

@@ -285,8 +285,10 @@ func LoadFolder(dir string) (*Model, error) {
 // the language model's transformer — embedding, blocks and final norm —
 // read bidirectionally, through its own tokenizer, on the raw text (the
 // language model learned Go, comments included, as written). The lengths
-// and temperature come from s.
-func FromLM(dir string, s Settings) (*Model, error) {
+// and temperature come from s. With 0 < layers < the model's, the encoder
+// keeps the first layers blocks alone (and the final norm): a shallower,
+// faster encoder, whose lower blocks carry the more lexical features.
+func FromLM(dir string, s Settings, layers int) (*Model, error) {
 	lm, lp, err := model.LoadLM[float32](dir)
 	if err != nil {
 		return nil, err
@@ -300,6 +302,15 @@ func FromLM(dir string, s Settings) (*Model, error) {
 		return nil, fmt.Errorf("dense: %s: the language model's head is not tied to its embedding; a dual encoder keeps the embedding alone", dir)
 	}
 	cfg.Kind = ""
+	if layers < 0 {
+		return nil, fmt.Errorf("dense: %d layers of %s, want 0 (all) or more", layers, dir)
+	}
+	if layers > cfg.NumHiddenLayers {
+		return nil, fmt.Errorf("dense: %d layers of %s, which has %d", layers, dir, cfg.NumHiddenLayers)
+	}
+	if layers > 0 {
+		cfg.NumHiddenLayers = layers
+	}
 	s.Text = TextRaw
 	m, err := New(cfg, tok, s, 0.02, 1)
 	if err != nil {

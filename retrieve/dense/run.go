@@ -35,6 +35,8 @@ type RunOptions struct {
 	// Init is a language-model checkpoint to start from (FromLM): its
 	// tokenizer and transformer replace Vocab, Model and Settings.Text.
 	Init string
+	// InitLayers keeps the first InitLayers blocks of Init (0: all).
+	InitLayers int
 
 	Batch, HardNegatives int
 	MineDepth            int
@@ -69,6 +71,12 @@ func (o RunOptions) Validate() error {
 	}
 	if err := o.optim().Validate(); err != nil {
 		return err
+	}
+	if o.InitLayers != 0 && o.Init == "" {
+		return fmt.Errorf("init-layers %d without init: the layers are those of a language model to start from", o.InitLayers)
+	}
+	if o.InitLayers < 0 {
+		return fmt.Errorf("init-layers %d: want 0 (all) or more", o.InitLayers)
 	}
 	if o.Init != "" {
 		return nil
@@ -148,7 +156,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	t0 := time.Now()
 	var m *Model
 	if o.Init != "" {
-		if m, err = FromLM(o.Init, o.Settings); err != nil {
+		if m, err = FromLM(o.Init, o.Settings, o.InitLayers); err != nil {
 			return nil, err
 		}
 		ev.Logf("encoder: the language model %s (its tokenizer of %d ids, raw text)", o.Init, m.Tok.VocabSize())
