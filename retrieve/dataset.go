@@ -71,7 +71,7 @@ type Stats struct {
 	Duplicates  int // dropped: the same code, up to white space, as an earlier pair
 	Kept        int
 	More        int           // of Kept, from the sources of Options.More
-	HeldQuery   int           // dropped from More's training pairs: the query of a validation or test pair of src
+	HeldQuery   int           // dropped from the training pairs: the query of a validation or test pair of src
 	Split       [3]SplitStats // train, validation, test
 	QueryWords  float64       // mean words per kept query
 	CodeLines   float64       // mean lines per kept code document
@@ -196,6 +196,18 @@ func BuildDataset(ctx context.Context, src string, opt Options) (train, val, tes
 			}
 		}
 	}
+	// src's own training pairs with the query of one of its validation or
+	// test pairs (another package's method of the same doc): not trained on
+	// either. (More's were dropped as they came: src is read first.)
+	kept := splits[0][:0]
+	for _, p := range splits[0] {
+		if heldQuery[normalQuery(p.Query)] {
+			st.HeldQuery++
+			continue
+		}
+		kept = append(kept, p)
+	}
+	splits[0] = kept
 
 	var words, lines, bytes int
 	for s, ps := range splits {

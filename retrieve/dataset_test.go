@@ -381,3 +381,45 @@ func TestReadJSONLErrors(t *testing.T) {
 		t.Errorf("reading a missing file succeeded")
 	}
 }
+
+// TestHeldOutQueriesNotTrained: a training pair, of src or of More, whose
+// query is that of a validation or test pair of src is dropped, whichever
+// is read first; pairs of other queries stay.
+func TestHeldOutQueriesNotTrained(t *testing.T) {
+	opt := DefaultOptions()
+	// find package names for each split
+	name := map[int][]string{}
+	for i := 0; len(name[0]) < 3 || len(name[2]) < 1; i++ {
+		p := fmt.Sprintf("p%d", i)
+		name[splitOf(p, opt)] = append(name[splitOf(p, opt)], p)
+	}
+	testPkg, trainA, trainB, trainC := name[2][0], name[0][0], name[0][1], name[0][2]
+	file := func(pkg, body string) string {
+		return "package " + pkg + "\n\n// Shared writes the value to the store and reports errors.\nfunc Shared() int { " + body + " }\n\n" +
+			"// Own returns the value of package " + pkg + " alone.\nfunc Own() int { return " + fmt.Sprintf("%q", pkg) + "[0] }\n"
+	}
+	// the training packages are read before and after the test package:
+	// the rule must not depend on the order of reading
+	src := writeTree(t, map[string]string{
+		trainA + "/a.go":  file(trainA, "return 1"),
+		testPkg + "/t.go": file(testPkg, "return 2"),
+		trainB + "/b.go":  file(trainB, "return 3"),
+	})
+	more := writeTree(t, map[string]string{trainC + "/m.go": file(trainC, "return 4")})
+	opt.More = []Source{{Name: "deb", Dir: more}}
+	tr, _, te, st, err := BuildDataset(context.Background(), src, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(te) != 2 {
+		t.Fatalf("test pairs %v", te)
+	}
+	for _, p := range tr {
+		if strings.HasSuffix(p.ID, ".Shared") {
+			t.Errorf("%s trained on, though its query is a test pair's", p.ID)
+		}
+	}
+	if len(tr) != 3 || st.HeldQuery != 3 {
+		t.Errorf("%d training pairs (want 3: each package's Own), %d held queries dropped (want 3)", len(tr), st.HeldQuery)
+	}
+}
