@@ -22,9 +22,19 @@
 //
 // where the header is padded with three spaces to 88 bytes (not shown).
 //
-// Only the dtypes F32, F64 and I64 are supported. A tensor of shape []
-// is a scalar holding one element; a shape containing a 0 describes a
-// tensor with no elements.
+// Only the dtypes F32, F64, BF16, F16 and I64 are supported. A tensor of
+// shape [] is a scalar holding one element; a shape containing a 0
+// describes a tensor with no elements.
+//
+// # Half precision
+//
+// BF16 (bfloat16: sign, 8 exponent bits, 7 mantissa bits, the top half of
+// a float32) and F16 (IEEE 754 binary16: sign, 5 exponent bits, 10
+// mantissa bits) store weights at half the size of F32. A [Tensor] holds
+// their raw bits; [File.Float32] and [File.Float64] convert them exactly,
+// since every value of either format, F16's subnormals, infinities and
+// NaNs included, is a float32. [File.SetBF16], [File.SetF16] and
+// [File.Convert] round to nearest, ties to even; a NaN stays a NaN.
 //
 // Parsing is strict. [Parse] rejects headers that are truncated, not
 // valid UTF-8 JSON objects, larger than 100 MiB, or that repeat a key;

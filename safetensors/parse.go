@@ -89,7 +89,7 @@ type entry struct {
 // not share memory with data; its Tensors and Metadata maps are non-nil.
 //
 // Malformed input is reported as a [*FormatError]. A well-formed tensor
-// whose dtype is not F32, F64 or I64 is reported with an error naming the
+// whose dtype is not F32, F64, BF16, F16 or I64 is reported with an error naming the
 // tensor and its dtype.
 func Parse(data []byte) (*File, error) {
 	if len(data) < headerStart {
@@ -185,6 +185,16 @@ func decode(e entry, b []byte) *Tensor {
 		t.F64 = make([]float64, len(b)/8)
 		for i := range t.F64 {
 			t.F64[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	case BF16, F16:
+		bits := make([]uint16, len(b)/2)
+		for i := range bits {
+			bits[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+		if e.dtype == BF16 {
+			t.BF16 = bits
+		} else {
+			t.F16 = bits
 		}
 	case I64:
 		t.I64 = make([]int64, len(b)/8)

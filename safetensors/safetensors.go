@@ -13,15 +13,19 @@ type DType string
 
 // The supported dtypes.
 const (
-	F32 DType = "F32" // IEEE 754 binary32
-	F64 DType = "F64" // IEEE 754 binary64
-	I64 DType = "I64" // two's complement signed 64-bit integer
+	F32  DType = "F32"  // IEEE 754 binary32
+	F64  DType = "F64"  // IEEE 754 binary64
+	BF16 DType = "BF16" // bfloat16: the top 16 bits of a binary32
+	F16  DType = "F16"  // IEEE 754 binary16
+	I64  DType = "I64"  // two's complement signed 64-bit integer
 )
 
 // Size returns the number of bytes in one element of type d,
 // or 0 if d is not a supported dtype.
 func (d DType) Size() int {
 	switch d {
+	case BF16, F16:
+		return 2
 	case F32:
 		return 4
 	case F64, I64:
@@ -30,15 +34,25 @@ func (d DType) Size() int {
 	return 0
 }
 
+// IsFloat reports whether d is a supported floating-point dtype: F32, F64,
+// BF16 or F16.
+func (d DType) IsFloat() bool {
+	return d == F32 || d == F64 || d == BF16 || d == F16
+}
+
 // metadataKey is the reserved header key holding the file's metadata.
 const metadataKey = "__metadata__"
 
-// Tensor is one named tensor. Exactly one of F32, F64, I64 is set, matching DType.
+// Tensor is one named tensor. Exactly one of F32, F64, BF16, F16, I64 is
+// set, matching DType. BF16 and F16 hold the raw bits of each element;
+// [File.Float32] and [File.Float64] give their values.
 type Tensor struct {
 	DType DType
 	Shape []int
 	F32   []float32
 	F64   []float64
+	BF16  []uint16
+	F16   []uint16
 	I64   []int64
 }
 
@@ -70,6 +84,32 @@ func (f *File) SetF64(name string, shape []int, data []float64) {
 // It panics under the same conditions as [File.SetF64].
 func (f *File) SetF32(name string, shape []int, data []float32) {
 	f.set("SetF32", name, shape, len(data), &Tensor{DType: F32, F32: slices.Clone(data)})
+}
+
+// SetBF16 stores a copy of shape and data, each element rounded to the
+// nearest bfloat16 (ties to even), as the BF16 tensor name, replacing any
+// tensor of that name. A NaN stays a NaN; values beyond the largest
+// bfloat16 by half its spacing or more become infinities.
+// It panics under the same conditions as [File.SetF64].
+func (f *File) SetBF16(name string, shape []int, data []float32) {
+	bits := make([]uint16, len(data))
+	for i, v := range data {
+		bits[i] = bf16FromFloat32(v)
+	}
+	f.set("SetBF16", name, shape, len(data), &Tensor{DType: BF16, BF16: bits})
+}
+
+// SetF16 stores a copy of shape and data, each element rounded to the
+// nearest IEEE binary16 (ties to even, with subnormals), as the F16 tensor
+// name, replacing any tensor of that name. A NaN stays a NaN; magnitudes
+// of 65520 and more become infinities.
+// It panics under the same conditions as [File.SetF64].
+func (f *File) SetF16(name string, shape []int, data []float32) {
+	bits := make([]uint16, len(data))
+	for i, v := range data {
+		bits[i] = f16FromFloat32(v)
+	}
+	f.set("SetF16", name, shape, len(data), &Tensor{DType: F16, F16: bits})
 }
 
 // SetI64 stores a copy of shape and data as the I64 tensor name,
@@ -108,45 +148,76 @@ func (f *File) Has(name string) bool {
 }
 
 // Float64 returns a copy of the elements of tensor name converted to
-// float64, together with a copy of its shape. The tensor must have dtype
-// F32 or F64.
+// float64, together with a copy of its shape. The tensor must have a
+// floating-point dtype (F32, F64, BF16 or F16); every conversion is exact.
 func (f *File) Float64(name string) ([]float64, []int, error) {
 	t, err := f.lookup(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	switch t.DType {
-	case F64:
+	if t.DType == F64 {
 		return append([]float64{}, t.F64...), cloneShape(t.Shape), nil
-	case F32:
-		out := make([]float64, len(t.F32))
-		for i, v := range t.F32 {
-			out[i] = float64(v)
-		}
-		return out, cloneShape(t.Shape), nil
 	}
-	return nil, nil, fmt.Errorf("safetensors: tensor %q: dtype %s, want F32 or F64", name, t.DType)
+	if !t.DType.IsFloat() {
+		return nil, nil, notFloat(name, t.DType)
+	}
+	// F32, BF16 and F16 values are all float32s
+	x := t.float32s()
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out, cloneShape(t.Shape), nil
 }
 
 // Float32 returns a copy of the elements of tensor name as float32,
-// together with a copy of its shape. The tensor must have dtype F32 or
-// F64; F64 elements are rounded to the nearest float32.
+// together with a copy of its shape. The tensor must have a floating-point
+// dtype (F32, F64, BF16 or F16); F64 elements are rounded to the nearest
+// float32, the others are converted exactly.
 func (f *File) Float32(name string) ([]float32, []int, error) {
 	t, err := f.lookup(name)
 	if err != nil {
 		return nil, nil, err
 	}
+	if !t.DType.IsFloat() {
+		return nil, nil, notFloat(name, t.DType)
+	}
+	x := t.float32s()
+	if t.DType == F32 {
+		x = append([]float32{}, x...)
+	}
+	return x, cloneShape(t.Shape), nil
+}
+
+// float32s returns the elements of the floating-point tensor t as
+// float32: its own F32 slice, or a new one.
+func (t *Tensor) float32s() []float32 {
+	var out []float32
 	switch t.DType {
 	case F32:
-		return append([]float32{}, t.F32...), cloneShape(t.Shape), nil
+		return t.F32
 	case F64:
-		out := make([]float32, len(t.F64))
+		out = make([]float32, len(t.F64))
 		for i, v := range t.F64 {
 			out[i] = float32(v)
 		}
-		return out, cloneShape(t.Shape), nil
+	case BF16:
+		out = make([]float32, len(t.BF16))
+		for i, b := range t.BF16 {
+			out[i] = bf16ToFloat32(b)
+		}
+	case F16:
+		out = make([]float32, len(t.F16))
+		for i, h := range t.F16 {
+			out[i] = f16ToFloat32(h)
+		}
 	}
-	return nil, nil, fmt.Errorf("safetensors: tensor %q: dtype %s, want F32 or F64", name, t.DType)
+	return out
+}
+
+// notFloat returns the error for reading a tensor of dtype d as floats.
+func notFloat(name string, d DType) error {
+	return fmt.Errorf("safetensors: tensor %q: dtype %s, want F32, F64, BF16 or F16", name, d)
 }
 
 // Int64 returns a copy of the elements of tensor name, together with a
@@ -160,6 +231,89 @@ func (f *File) Int64(name string) ([]int64, []int, error) {
 		return nil, nil, fmt.Errorf("safetensors: tensor %q: dtype %s, want I64", name, t.DType)
 	}
 	return append([]int64{}, t.I64...), cloneShape(t.Shape), nil
+}
+
+// Convert changes the dtype of every floating-point tensor of f (F32, F64,
+// BF16 or F16) to d, which must be one of those, and returns how many
+// tensors changed dtype; integer tensors are left as they are. Widening is
+// exact; narrowing rounds to nearest, ties to even, once (an F64 value goes
+// to BF16 or F16 directly, not through a rounded float32). A NaN stays a
+// NaN, and an infinity an infinity.
+//
+// A finite value beyond the range of d (at or past its largest value plus
+// half its spacing: 65520 for F16) is an error naming the tensor, the
+// element and the value. On any error f is left unchanged.
+func (f *File) Convert(d DType) (int, error) {
+	if !d.IsFloat() {
+		return 0, fmt.Errorf("safetensors: convert to dtype %s: want F32, F64, BF16 or F16", dtypeName(d))
+	}
+	done := make(map[string]*Tensor)
+	for _, name := range f.Names() {
+		t := f.Tensors[name]
+		if t == nil {
+			return 0, fmt.Errorf("safetensors: tensor %q is nil", name)
+		}
+		if _, err := t.check(name); err != nil {
+			return 0, err
+		}
+		if !t.DType.IsFloat() || t.DType == d {
+			continue
+		}
+		c, err := t.convert(name, d)
+		if err != nil {
+			return 0, err
+		}
+		done[name] = c
+	}
+	for name, c := range done {
+		f.Tensors[name] = c
+	}
+	return len(done), nil
+}
+
+// convert returns the floating-point tensor t, called name, as dtype d.
+func (t *Tensor) convert(name string, d DType) (*Tensor, error) {
+	var x []float64
+	if t.DType == F64 {
+		x = t.F64
+	} else {
+		x32 := t.float32s()
+		x = make([]float64, len(x32))
+		for i, v := range x32 {
+			x[i] = float64(v)
+		}
+	}
+	c := &Tensor{DType: d, Shape: cloneShape(t.Shape)}
+	var inf func(i int) bool // whether element i of c is infinite
+	switch d {
+	case F64:
+		c.F64 = x
+		inf = func(int) bool { return false }
+	case F32:
+		c.F32 = make([]float32, len(x))
+		for i, v := range x {
+			c.F32[i] = float32(v)
+		}
+		inf = func(i int) bool { return math.IsInf(float64(c.F32[i]), 0) }
+	case BF16:
+		c.BF16 = make([]uint16, len(x))
+		for i, v := range x {
+			c.BF16[i] = bf16FromFloat32(roundOdd32(v))
+		}
+		inf = func(i int) bool { return c.BF16[i]&0x7fff == 0x7f80 }
+	case F16:
+		c.F16 = make([]uint16, len(x))
+		for i, v := range x {
+			c.F16[i] = f16FromFloat32(roundOdd32(v))
+		}
+		inf = func(i int) bool { return c.F16[i]&0x7fff == 0x7c00 }
+	}
+	for i, v := range x {
+		if inf(i) && !math.IsInf(v, 0) {
+			return nil, fmt.Errorf("safetensors: tensor %q: element %d (%g) is beyond the range of %s", name, i, v, d)
+		}
+	}
+	return c, nil
 }
 
 // lookup returns the tensor called name after checking that it is
@@ -190,7 +344,7 @@ func (t *Tensor) check(name string) (int, error) {
 	for _, s := range [...]struct {
 		d DType
 		n int
-	}{{F32, len(t.F32)}, {F64, len(t.F64)}, {I64, len(t.I64)}} {
+	}{{F32, len(t.F32)}, {F64, len(t.F64)}, {BF16, len(t.BF16)}, {F16, len(t.F16)}, {I64, len(t.I64)}} {
 		switch {
 		case s.d == t.DType:
 			got = s.n
@@ -206,7 +360,7 @@ func (t *Tensor) check(name string) (int, error) {
 
 // unsupported returns the error for a tensor of an unsupported dtype.
 func unsupported(name string, d DType) error {
-	return fmt.Errorf("safetensors: tensor %q: dtype %s not supported (want F32, F64 or I64)", name, dtypeName(d))
+	return fmt.Errorf("safetensors: tensor %q: dtype %s not supported (want F32, F64, BF16, F16 or I64)", name, dtypeName(d))
 }
 
 // dtypeName returns d for use in an error message, quoted unless it is

@@ -42,6 +42,7 @@ func equalFiles(a, b *File) bool {
 	for name, x := range a.Tensors {
 		y := b.Tensors[name]
 		if x.DType != y.DType || !slices.Equal(x.Shape, y.Shape) || !slices.Equal(x.I64, y.I64) ||
+			!slices.Equal(x.BF16, y.BF16) || !slices.Equal(x.F16, y.F16) ||
 			len(x.F32) != len(y.F32) || len(x.F64) != len(y.F64) {
 			return false
 		}
@@ -304,9 +305,9 @@ func TestParseRejects(t *testing.T) {
 		{"duplicate unknown field", raw(`{"w":{"x":1,"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":2}}`, 8), []string{`tensor "w"`, `duplicate key "x"`}, true},
 
 		// Unsupported dtypes, reported per tensor.
-		{"BF16", raw(`{"q":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}`, 4),
-			[]string{`safetensors: tensor "q": dtype BF16 not supported (want F32, F64 or I64)`}, false},
-		{"F16", raw(`{`+okW+`,"h":{"dtype":"F16","shape":[2],"data_offsets":[8,12]}}`, 12), []string{`tensor "h": dtype F16 not supported`}, false},
+		{"F8_E4M3", raw(`{"q":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}}`, 2),
+			[]string{`safetensors: tensor "q": dtype F8_E4M3 not supported (want F32, F64, BF16, F16 or I64)`}, false},
+		{"U16", raw(`{`+okW+`,"h":{"dtype":"U16","shape":[2],"data_offsets":[8,12]}}`, 12), []string{`tensor "h": dtype U16 not supported`}, false},
 		{"I32", raw(`{"i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}`, 4), []string{`tensor "i": dtype I32 not supported`}, false},
 		{"U8", raw(`{"u":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), []string{`tensor "u": dtype U8 not supported`}, false},
 		{"BOOL", raw(`{"m":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}}`, 1), []string{`tensor "m": dtype BOOL not supported`}, false},
@@ -429,8 +430,8 @@ func TestAccessorErrors(t *testing.T) {
 		{"missing Float64", func() error { _, _, err := f.Float64("nope"); return err }, `tensor "nope" not found`},
 		{"missing Float32", func() error { _, _, err := f.Float32("nope"); return err }, `tensor "nope" not found`},
 		{"missing Int64", func() error { _, _, err := f.Int64("nope"); return err }, `tensor "nope" not found`},
-		{"Float64 of I64", func() error { _, _, err := f.Float64("ids"); return err }, `tensor "ids": dtype I64, want F32 or F64`},
-		{"Float32 of I64", func() error { _, _, err := f.Float32("ids"); return err }, `tensor "ids": dtype I64, want F32 or F64`},
+		{"Float64 of I64", func() error { _, _, err := f.Float64("ids"); return err }, `tensor "ids": dtype I64, want F32, F64, BF16 or F16`},
+		{"Float32 of I64", func() error { _, _, err := f.Float32("ids"); return err }, `tensor "ids": dtype I64, want F32, F64, BF16 or F16`},
 		{"Int64 of F32", func() error { _, _, err := f.Int64("w"); return err }, `tensor "w": dtype F32, want I64`},
 		{"inconsistent", func() error { _, _, err := f.Float32("bad"); return err }, `tensor "bad": shape [3] needs 3 elements, F32 data has 1`},
 	}
@@ -458,7 +459,7 @@ func TestMarshalRejects(t *testing.T) {
 		want   string
 	}{
 		{"nil tensor", nil, "a", nil, `tensor "a" is nil`},
-		{"unsupported dtype", &Tensor{DType: "BF16", Shape: []int{1}}, "q", nil, `tensor "q": dtype BF16 not supported (want F32, F64 or I64)`},
+		{"unsupported dtype", &Tensor{DType: "I32", Shape: []int{1}}, "q", nil, `tensor "q": dtype I32 not supported (want F32, F64, BF16, F16 or I64)`},
 		{"empty dtype", &Tensor{Shape: []int{1}}, "q", nil, `tensor "q": dtype "" not supported`},
 		{"length mismatch", &Tensor{DType: F64, Shape: []int{2}, F64: []float64{1}}, "a", nil, `tensor "a": shape [2] needs 2 elements, F64 data has 1`},
 		{"wrong slice", &Tensor{DType: F64, Shape: []int{1}, F32: []float32{1}}, "a", nil, `tensor "a": dtype F64 but F32 data is set`},

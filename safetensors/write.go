@@ -114,6 +114,14 @@ func (f *File) MarshalBinary() ([]byte, error) {
 			for _, v := range t.F64 {
 				out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
 			}
+		case BF16:
+			for _, v := range t.BF16 {
+				out = binary.LittleEndian.AppendUint16(out, v)
+			}
+		case F16:
+			for _, v := range t.F16 {
+				out = binary.LittleEndian.AppendUint16(out, v)
+			}
 		case I64:
 			for _, v := range t.I64 {
 				out = binary.LittleEndian.AppendUint64(out, uint64(v))
