@@ -243,7 +243,7 @@ func f32(x []float64) []float32 {
 func CheckFinite(in *safetensors.File) error {
 	for _, name := range in.Names() {
 		t := in.Tensors[name]
-		if t.DType != safetensors.F32 && t.DType != safetensors.F64 {
+		if !t.DType.IsFloat() {
 			continue
 		}
 		x, shape, err := in.Float64(name)
