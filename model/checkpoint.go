@@ -129,8 +129,9 @@ func LoadLM[T nn.Float](dir string) (*Model[T], *Params[T], error) {
 	return Load[T](dir)
 }
 
-// Load reads a checkpoint directory written by Save or by Hugging Face
-// (config.json and model.safetensors, F32 or F64). Every expected tensor
+// Load reads a checkpoint directory written by Save, Convert or Hugging
+// Face (config.json and model.safetensors, F32, F64, BF16 or F16; the
+// half-precision values convert exactly). Every expected tensor
 // must be present with its shape, and no other tensor may be; errors name the
 // file and the tensor or field.
 func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
