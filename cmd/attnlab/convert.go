@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/safetensors"
+)
+
+var convertCmd = register(&command{
+	name:  "convert",
+	usage: "-in DIR -out DIR -dtype f32|f64|bf16|f16 [-force]",
+	short: "copy a checkpoint with its weights in another dtype (bf16, f16: half the size of f32)",
+	long: `Convert copies the checkpoint folder -in (a language model, dual encoder or
+reranker: config.json, model.safetensors, tokenizer.json, dense.json,
+rerank.json, score.safetensors, …) to -out, with the floating-point tensors
+of every .safetensors file stored as -dtype: f32, f64, bf16 (bfloat16) or
+f16 (IEEE half precision). Integer tensors, metadata and the other files
+are copied as they are. Narrowing rounds each value to the nearest, ties to
+even; a value beyond the range of -dtype (65504 for f16) is an error naming
+the file, the tensor and the element. Every command that loads a
+checkpoint reads the converted one, widening its values exactly.
+
+-in must hold only files (an index folder, with its encoder/ inside, is
+refused). An existing -out is refused unless -force; -out may never be
+-in, lie inside it or hold it. The copy is written beside -out and renamed
+into place, so a failed or interrupted conversion leaves no half folder.
+It prints one line: the files, the tensors converted and the bytes before
+and after.
+
+Example: attnlab convert -in run1/checkpoint -out run1-bf16 -dtype bf16`,
+	define: func(fs *flag.FlagSet) runFunc {
+		o := &convertOpts{}
+		fs.StringVar(&o.in, "in", "", "checkpoint folder to convert (required)")
+		fs.StringVar(&o.out, "out", "", "folder to write (required; an existing one is refused unless -force)")
+		fs.StringVar(&o.dtype, "dtype", "", "dtype of the floating-point tensors: f32, f64, bf16 or f16 (required)")
+		fs.BoolVar(&o.force, "force", false, "replace an existing -out folder")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runConvert(ctx, o, stdout)
+		}
+	},
+})
+
+type convertOpts struct {
+	in, out, dtype string
+	force          bool
+}
+
+func runConvert(ctx context.Context, o *convertOpts, stdout io.Writer) error {
+	d := safetensors.DType(strings.ToUpper(o.dtype))
+	switch {
+	case o.in == "":
+		return usagef("-in is required")
+	case o.out == "":
+		return usagef("-out is required")
+	case o.dtype == "":
+		return usagef("-dtype is required: f32, f64, bf16 or f16")
+	case !d.IsFloat():
+		return usagef("-dtype %q: want f32, f64, bf16 or f16", o.dtype)
+	}
+	if err := output.Dir(o.out, o.force, o.in); err != nil {
+		return err
+	}
+	// output.Dir refuses an -out that is -in or holds it; one inside -in
+	// would become part of the checkpoint it copies.
+	if in, err := filepath.Abs(o.in); err == nil {
+		if out, err := filepath.Abs(o.out); err == nil {
+			if rel, err := filepath.Rel(in, out); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return fmt.Errorf("%s lies inside the input %s: write the copy elsewhere (%w)", o.out, o.in, output.ErrInput)
+			}
+		}
+	}
+	c, err := model.Convert(ctx, o.in, o.out, d)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s → %s: %d files, %d tensors to %s, %d → %d bytes (%.0f%%)\n",
+		o.in, o.out, c.Files, c.Tensors, d, c.InBytes, c.OutBytes, 100*float64(c.OutBytes)/float64(max(c.InBytes, 1)))
+	return nil
+}
