@@ -78,8 +78,11 @@ import torch
 
 torch.set_num_threads(1)
 
-_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "I64": np.dtype("<i8")}
+_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "I64": np.dtype("<i8"), "F16": np.dtype("<f2")}
 _NAMES = {v: k for k, v in _DTYPES.items()}
+# BF16 has no numpy dtype: its elements are read as uint16 and widened
+# exactly to float32 (a bfloat16 is the top half of a float32).
+_READ_DTYPES = dict(_DTYPES, BF16=np.dtype("<u2"))
 
 
 class OracleError(Exception):
@@ -114,12 +117,12 @@ def read_safetensors(path):
     spans = []
     for name, e in header.items():
         try:
-            dtype = _DTYPES[e["dtype"]]
+            dtype = _READ_DTYPES[e["dtype"]]
             shape = [int(d) for d in e["shape"]]
             begin, end = (int(x) for x in e["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise OracleError(
-                "tensor %s: malformed entry or unsupported dtype %r (want F32, F64, I64)"
+                "tensor %s: malformed entry or unsupported dtype %r (want F32, F64, BF16, F16, I64)"
                 % (json.dumps(name), e.get("dtype") if isinstance(e, dict) else e)
             )
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -128,7 +131,10 @@ def read_safetensors(path):
                 "tensor %s: data_offsets [%d, %d] do not fit shape %s, dtype %s and a %d-byte buffer"
                 % (json.dumps(name), begin, end, shape, e["dtype"], len(buf))
             )
-        tensors[name] = np.frombuffer(buf, dtype=dtype, count=count, offset=begin).reshape(shape)
+        a = np.frombuffer(buf, dtype=dtype, count=count, offset=begin)
+        if e["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        tensors[name] = a.reshape(shape)
         spans.append((begin, end, name))
     at = 0
     for begin, end, name in sorted(spans):
@@ -821,7 +827,7 @@ def checkpoint_shapes(c):
 
 def read_checkpoint(path):
     """(config, {HF name: float64 tensor}) of the checkpoint directory path:
-    config.json and model.safetensors (F32 or F64), every tensor present with
+    config.json and model.safetensors (F32, F64, BF16 or F16), every tensor present with
     the shape the config implies, and no other."""
     if not os.path.isdir(path):
         what = "no such directory" if not os.path.exists(path) else "not a directory"
