@@ -15,6 +15,11 @@ import (
 // 256 keys (64 KiB of K and V at D = 64 in float32) per unit of overhead.
 const decodeChunk = 4 * flashBc
 
+// decodeDirectRows is the largest number of query rows per group that
+// DecodeForward streams through the keys row by row; more rows go through
+// the tile products, which reuse each loaded key for several rows.
+const decodeDirectRows = 8
+
 // DecodeMaxM is the largest number of new queries per batch item that
 // DecodeForward takes: a decoded token, or a short speculative chunk.
 const DecodeMaxM = 8
@@ -90,7 +95,7 @@ func decodeForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) er
 		"v": {len(v), c.B * c.Hkv * c.N * c.Dv},
 	})
 	if opt.bc == 0 {
-		opt.bc = flashBc
+		opt.bc = decodeChunk // one key tile per chunk: the fewest calls per key
 	}
 	w, _ := decodePool[T]().Get().(*decodeWork[T])
 	if w == nil {
@@ -208,17 +213,39 @@ func (w *decodeWork[T]) Run(x int) {
 		}
 		j0, nc := pl.cols(kt)
 		st := s[:R*nc]
-		gemmNT(st, qRows, w.k[(bkv*N+j0)*D:(bkv*N+j0+nc)*D], R, nc, D, w.scale)
+		kTile := w.k[(bkv*N+j0)*D : (bkv*N+j0+nc)*D]
+		vTile := w.v[(bkv*N+j0)*Dv : (bkv*N+j0+nc)*Dv]
+		// A few rows against many keys: each row streams the tile by dot
+		// products and scaled additions of V's rows (vec.Dots, vec.Axpys),
+		// the tile staying in cache for the group's other rows.
+		direct := useVec && R <= decodeDirectRows
+		if direct {
+			for r := range R {
+				sr := st[r*nc : (r+1)*nc]
+				vec.Dots(qRows[r*D:(r+1)*D], kTile, D, sr)
+				for x := range sr {
+					sr[x] *= w.scale
+				}
+			}
+		} else {
+			gemmNT(st, qRows, kTile, R, nc, D, w.scale)
+		}
 		if kind == tilePartial {
 			for r := range R { // row r is query r%M of head r/M; the heads share the query's mask
 				maskTile(pl, st[r*nc:], b, r%M, 1, j0, nc)
 			}
 		}
 		onlineSoftmax(st, R, nc, m, l, acc, Dv)
-		vTile := w.v[(bkv*N+j0)*Dv : (bkv*N+j0+nc)*Dv]
-		if kind == tileFull {
+		switch {
+		case direct && (kind == tileFull || finite(vTile)):
+			// every row of V finite: a hidden key's 0·v adds an exact zero,
+			// as skipping it would (see gemmNNSkip)
+			for r := range R {
+				vec.Axpys(st[r*nc:(r+1)*nc], vTile, Dv, acc[r*Dv:(r+1)*Dv])
+			}
+		case kind == tileFull:
 			gemmNN(acc, st, vTile, R, Dv, nc)
-		} else {
+		default:
 			gemmNNSkip(acc, st, vTile, R, Dv, nc, w.zero)
 		}
 	}

@@ -3,6 +3,7 @@ package attention_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -188,5 +189,58 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/token")
 		})
+	}
+}
+
+// TestDecodeHiddenSlotsMayHoldNaN: unwritten cache slots may hold anything;
+// NaN in their keys and values must not reach the output.
+func TestDecodeHiddenSlotsMayHoldNaN(t *testing.T) {
+	for _, m := range []int{1, 3} {
+		const N = 700
+		c := &attention.Config{B: 2, Hq: 4, Hkv: 2, M: m, N: N, D: 16, Dv: 16, Causal: true, KValid: make([]bool, 2*N)}
+		for j := range c.KValid {
+			c.KValid[j] = j%N < 500 && j%11 != 4 // a cache filled to 500, with gaps
+		}
+		c.KPos = attention.PositionsFromValidity(c.KValid, 2, N)
+		c.QPos = nil
+		for b := range 2 {
+			for i := range m {
+				c.QPos = append(c.QPos, c.KPos[b*N+499]+1+i)
+			}
+		}
+		q, k, v, _ := inputs(c, 7)
+		run := func(k, v []float64) ([]float64, []float64) {
+			o, lse := make([]float64, c.B*c.Hq*m*c.Dv), make([]float64, c.B*c.Hq*m)
+			if err := attention.DecodeForward(o, lse, q, k, v, c); err != nil {
+				t.Fatal(err)
+			}
+			return o, lse
+		}
+		k0, v0 := append([]float64(nil), k...), append([]float64(nil), v...)
+		kn, vn := append([]float64(nil), k...), append([]float64(nil), v...)
+		for bh := range c.B * c.Hkv {
+			b := bh / c.Hkv
+			for j := range N {
+				if c.KValid[b*N+j] {
+					continue
+				}
+				for x := range c.D {
+					k0[(bh*N+j)*c.D+x], v0[(bh*N+j)*c.D+x] = 0, 0
+					kn[(bh*N+j)*c.D+x], vn[(bh*N+j)*c.D+x] = math.NaN(), math.NaN()
+				}
+			}
+		}
+		o0, l0 := run(k0, v0)
+		on, ln := run(kn, vn)
+		for i := range o0 {
+			if d := math.Abs(on[i] - o0[i]); !(d <= 1e-12*(1+math.Abs(o0[i]))) {
+				t.Fatalf("M=%d: o[%d] = %v with NaN in hidden slots, %v with zeros", m, i, on[i], o0[i])
+			}
+		}
+		for i := range l0 {
+			if d := math.Abs(ln[i] - l0[i]); !(d <= 1e-12*(1+math.Abs(l0[i]))) {
+				t.Fatalf("M=%d: lse[%d] = %v with NaN, %v with zeros", m, i, ln[i], l0[i])
+			}
+		}
 	}
 }

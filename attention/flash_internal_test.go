@@ -120,7 +120,7 @@ func TestDecodeSkipsHiddenTiles(t *testing.T) {
 	in := randomSlices(r, c.Hq*c.D, c.N*c.D, c.N*c.Dv)
 	var st tileStats
 	o, lse := make([]float64, c.Hq*c.Dv), make([]float64, c.Hq)
-	if err := decodeForward(o, lse, in[0], in[1], in[2], c, flashOptions{stats: &st}); err != nil {
+	if err := decodeForward(o, lse, in[0], in[1], in[2], c, flashOptions{bc: flashBc, stats: &st}); err != nil {
 		t.Fatal(err)
 	}
 	if got := [3]int64{st.skipped.Load(), st.partial.Load(), st.full.Load()}; got != [3]int64{112, 1, 15} {

@@ -2,11 +2,22 @@ package vec
 
 import "fmt"
 
-// The matrix–vector kernels behind the skinny products (see skinny.go).
+// The matrix–vector kernels behind the skinny products (see skinny.go),
+// also called directly by decoding, which has a few query rows against a
+// long stream of keys.
 
-// dots sets out[j] = Σ_p x[p]·b[j·ldb+p] for j < len(out): the dot products
-// of x with len(out) rows of b. Each row's sum is computed the same way
-// whatever the other rows are.
+// Dots sets out[j] = Σ_p x[p]·b[j·ldb+p] for j < len(out): the dot products
+// of x with len(out) rows of b (rows of len(x) elements, ldb apart), read
+// once, in order. Each row's sum is computed the same way whatever the other
+// rows are. It panics if b is too short.
+func Dots[T Float](x, b []T, ldb int, out []T) { dots(x, b, ldb, out) }
+
+// Axpys adds to y the first len(y) elements of len(alpha) rows of b (ldb
+// apart), each weighted by its alpha: y[x] += Σ_p alpha[p]·b[p·ldb+x],
+// summed in the order of p; b is read once, in order. It panics if b is
+// too short.
+func Axpys[T Float](alpha, b []T, ldb int, y []T) { axpys(alpha, b, ldb, y) }
+
 func dots[T Float](x, b []T, ldb int, out []T) {
 	k, n := len(x), len(out)
 	if n == 0 {
@@ -26,9 +37,6 @@ func dots[T Float](x, b []T, ldb int, out []T) {
 	}
 }
 
-// axpys adds to y the first len(y) elements of len(alpha) rows of b, each
-// weighted by its alpha: y[x] += Σ_p alpha[p]·b[p·ldb+x], summed in the
-// order of p, one multiply-add per row for each element.
 func axpys[T Float](alpha, b []T, ldb int, y []T) {
 	k, n := len(alpha), len(y)
 	if k == 0 || n == 0 {
