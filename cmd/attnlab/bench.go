@@ -30,8 +30,9 @@ fraction of the machine's ceiling measured in the same run:
     256 MiB, or 8× the largest cache if more: read (sum of squares, bytes
     read once) and copy (bytes read + bytes written), with 1 thread and
     with GOMAXPROCS threads each taking a part;
-  ceiling: the best float32 and float64 gemm rows and the best stream row,
-    attnlab or PyTorch: the SGEMM, DGEMM and memory bandwidth ceilings;
+  ceiling: the best float32 and float64 gemm rows, the best stream row and
+    the best stream read row, attnlab or PyTorch: the SGEMM, DGEMM, memory
+    bandwidth and read bandwidth ceilings;
   attention fwd+bwd: B=1, H=8, D=64, causal, n = 256 … -max-n, float32 and
     float64, and float32 at n = 1024 and 2048 without the mask and at
     D = 128. GFLOP/s count 12·n²·D·H flops, what a non-fused
@@ -43,7 +44,7 @@ fraction of the machine's ceiling measured in the same run:
   decode: µs per token of one query per head against a cache of 256 …
     32768 keys (H=8, D=64) and of 8192 keys at Hq=32, Hkv=8, D=128;
     bandwidth = K and V bytes read (2·Hkv·context·D·4) / time, efficiency
-    = bandwidth / memory bandwidth ceiling (the short contexts fit in the
+    = bandwidth / read bandwidth ceiling (the short contexts fit in the
     caches: their share can pass 100%);
   generate: tokens per second of greedy decoding with the KV cache (a
     32-token prompt in one chunk, then 128 new tokens, no end-of-text stop)
@@ -149,7 +150,7 @@ ratio > 1: attnlab faster (rates: attnlab/PyTorch; latency: PyTorch/attnlab)
 of ceiling: gemm, rate / GEMM ceiling of the dtype; attention, executed GFLOP/s
   (14·n²·D·H, causal 7·n²·D·H, for attnlab; 12·n²·D·H for PyTorch) and their share
   of the GEMM ceiling; decode, K+V bytes per token / time and their share of the
-  memory bandwidth ceiling
+  read bandwidth ceiling
 `)
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return err
