@@ -10,8 +10,9 @@
 // query become the same tokens; or the text as written. The prepared text
 // is cut into byte-level BPE tokens by a tokenizer learned on the training
 // split's code and queries. A sequence of tokens goes through a token embedding, the pre-norm
-// blocks of package model with bidirectional attention (attention.Config
-// with Causal false) and padding masks, and a final RMSNorm. Its embedding
+// blocks of package model with bidirectional attention (or causal, as in a
+// language model it starts from: Settings.Causal) and padding masks, and a
+// final RMSNorm. Its embedding
 // is the mean of the token vectors of its real tokens, scaled to unit
 // length, so that a dot product is a cosine. Queries are truncated to
 // MaxQuery tokens and code to MaxCode.

@@ -10,8 +10,8 @@ import (
 )
 
 // Encoder is the transformer of a dual encoder: token embedding, the
-// pre-norm blocks of package model with bidirectional attention (Causal
-// false) and padding masks, and a final RMSNorm. It turns B sequences of
+// pre-norm blocks of package model with bidirectional attention (causal
+// with Causal) and padding masks, and a final RMSNorm. It turns B sequences of
 // token ids into B·T token vectors; the contrastive head (nn.Head's
 // ops) pools and normalises them.
 //
@@ -27,6 +27,11 @@ type Encoder[T nn.Float] struct {
 	// encoded as if alone, and only the blocks above compare them (the
 	// split of a modular cross-encoder). It has no effect on Forward.
 	Isolated int
+
+	// Causal makes every token attend only to itself and the tokens before
+	// it, as in the language model the encoder may start from (which never
+	// saw a later token), instead of to the whole sequence.
+	Causal bool
 }
 
 // Acts holds one batch of B sequences padded on the right to T tokens, and
@@ -62,7 +67,7 @@ func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
 	}
 	a.attn = &attention.Config{
 		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
-		Causal: false, QPos: a.Pos, KPos: a.Pos, QValid: a.Valid, KValid: a.Valid,
+		Causal: e.Causal, QPos: a.Pos, KPos: a.Pos, QValid: a.Valid, KValid: a.Valid,
 	}
 	sides := *a.attn
 	sides.QSeg, sides.KSeg = a.Seg, a.Seg
@@ -80,8 +85,8 @@ func (e *Encoder[T]) config(a *Acts[T], l int) *attention.Config {
 }
 
 // Forward encodes seqs (len(seqs) = a.B, each of 1..a.T ids) into a.Out.
-// Every token attends to every real token of its own sequence; padding
-// neither attends nor is attended to.
+// Every token attends to every real token of its own sequence (to those
+// up to itself, Causal); padding neither attends nor is attended to.
 //
 // It returns an error for an empty or too long sequence, an id outside the
 // vocabulary, or a position beyond max_position_embeddings.

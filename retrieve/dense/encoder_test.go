@@ -68,9 +68,11 @@ func dualLoss(e *Encoder[float64], queries, docs [][]int, Tn int, tau float64, s
 // bidirectional, padded attention, pooling, normalisation, InfoNCE with a
 // mask and a hard negative) with respect to every weight, in float64.
 func TestDualEncoderGrad(t *testing.T) {
-	for _, sym := range []bool{false, true} {
-		t.Run(fmt.Sprintf("symmetric=%v", sym), func(t *testing.T) {
+	for _, tc := range []struct{ sym, causal bool }{{false, false}, {true, false}, {true, true}} {
+		sym := tc.sym
+		t.Run(fmt.Sprintf("symmetric=%v/causal=%v", sym, tc.causal), func(t *testing.T) {
 			e := tinyEncoder[float64](t, 3)
+			e.Causal = tc.causal
 			queries := [][]int{{1, 2, 3}, {4, 5}, {6, 7, 8, 9}}
 			docs := [][]int{{10, 11, 12, 13, 14}, {15, 16}, {17, 18, 19, 20, 21, 22, 1}, {2, 4, 6}}
 			mask := make([]bool, 3*4)
@@ -274,5 +276,31 @@ func TestSegmentsGrad(t *testing.T) {
 	}
 	if err := check(0); err == nil {
 		t.Error("a backward that lets the parts attend to each other in the isolated block passed the finite-difference check")
+	}
+}
+
+// TestCausalEncoder: with Causal, a token's vector depends on the tokens
+// before it only, so appending tokens leaves it unchanged; without, it
+// changes.
+func TestCausalEncoder(t *testing.T) {
+	for _, causal := range []bool{false, true} {
+		e := tinyEncoder[float64](t, 5)
+		e.Causal = causal
+		short, long := []int{3, 1, 4, 1, 5}, []int{3, 1, 4, 1, 5, 9, 2, 6}
+		a := e.NewActs(2, len(long))
+		if err := e.Forward(a, [][]int{short, long}); err != nil {
+			t.Fatal(err)
+		}
+		D := e.Model.Config.HiddenSize
+		var diff float64
+		for x := range len(short) * D {
+			diff = max(diff, math.Abs(a.Out[x]-a.Out[len(long)*D+x]))
+		}
+		if causal && diff > 1e-12 {
+			t.Errorf("causal: appending tokens changed the first tokens' vectors by %.2g", diff)
+		}
+		if !causal && diff < 1e-6 {
+			t.Errorf("bidirectional: appending tokens left the first tokens' vectors unchanged (%.2g)", diff)
+		}
 	}
 }

@@ -47,7 +47,7 @@ type Settings struct {
 	MaxCode   int     `json:"max_code_tokens"`
 	Pooling   string  `json:"pooling"`   // "mean" over real tokens
 	Normalize bool    `json:"normalize"` // unit-length embeddings
-	Causal    bool    `json:"causal"`    // false: bidirectional attention
+	Causal    bool    `json:"causal"`    // true: each token attends to the tokens before it only (Encoder.Causal)
 	Tau       float64 `json:"temperature"`
 }
 
@@ -228,16 +228,17 @@ func Load(dir string) (*Model, error) {
 			SettingsFile, s.MaxQuery, s.MaxCode, mod.Config.MaxPositionEmbeddings)
 	case s.Text != "" && s.Text != TextRaw && s.Text != TextTerms:
 		return nil, fmt.Errorf("dense: %s: text %q, want %q or %q", SettingsFile, s.Text, TextRaw, TextTerms)
-	case s.Pooling != "mean" || !s.Normalize || s.Causal:
-		return nil, fmt.Errorf("dense: %s: pooling %q, normalize %v, causal %v: only mean pooling of unit length with bidirectional attention is implemented",
-			SettingsFile, s.Pooling, s.Normalize, s.Causal)
+	case s.Pooling != "mean" || !s.Normalize:
+		return nil, fmt.Errorf("dense: %s: pooling %q, normalize %v: only mean pooling of unit length is implemented",
+			SettingsFile, s.Pooling, s.Normalize)
 	}
-	return &Model{Enc: &Encoder[float32]{Model: mod, Params: p}, Tok: tok, Settings: s}, nil
+	return &Model{Enc: &Encoder[float32]{Model: mod, Params: p, Causal: s.Causal}, Tok: tok, Settings: s}, nil
 }
 
 // New returns a model with the architecture of cfg (tied embeddings are
 // forced: the LM head is never used), weights drawn as model.Init does with
-// standard deviation std, the tokenizer tok and settings s.
+// standard deviation std, the tokenizer tok and settings s (s.Causal
+// chooses the attention).
 func New(cfg model.Config, tok *tokenizer.Tokenizer, s Settings, std float64, seed uint64) (*Model, error) {
 	cfg.TieWordEmbeddings = true
 	cfg.Kind = model.KindDualEncoder
@@ -253,11 +254,11 @@ func New(cfg model.Config, tok *tokenizer.Tokenizer, s Settings, std float64, se
 	}
 	p := m.NewParams()
 	m.Init(p, std, seed)
-	s.Pooling, s.Normalize, s.Causal = "mean", true, false
+	s.Pooling, s.Normalize = "mean", true
 	if s.Text == "" {
 		s.Text = TextRaw
 	}
-	return &Model{Enc: &Encoder[float32]{Model: m, Params: p}, Tok: tok, Settings: s}, nil
+	return &Model{Enc: &Encoder[float32]{Model: m, Params: p, Causal: s.Causal}, Tok: tok, Settings: s}, nil
 }
 
 // TrainTokenizer learns a byte-level BPE tokenizer of vocab ids on the code

@@ -38,7 +38,7 @@ type Settings struct {
 	MaxCode   int    `json:"max_code_tokens"`
 	Separator string `json:"separator"`       // the special token between query and code
 	Pooling   string `json:"pooling"`         // "pair-product": nn.PairPool
-	Causal    bool   `json:"causal"`          // false: bidirectional attention
+	Causal    bool   `json:"causal"`          // true: each token attends to the tokens before it only (the dual encoder's)
 	Isolated  int    `json:"isolated_layers"` // blocks in which query and code do not attend to each other
 	Lexical   bool   `json:"lexical"`         // the head also weighs the NumLexical exact-match features
 }
@@ -242,7 +242,7 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std f
 		isolated = 0
 	}
 	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: PairProduct,
-		Isolated: isolated, Lexical: lexical}
+		Isolated: isolated, Lexical: lexical, Causal: d.Enc.Causal}
 	w := make([]float32, cfg.HiddenSize, cfg.HiddenSize+NumLexical)
 	for i := range w {
 		w[i] = float32(1 / d.Settings.Tau)
@@ -250,7 +250,7 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std f
 	if lexical {
 		w = append(w, make([]float32, NumLexical)...)
 	}
-	return newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: isolated}, w, d.Tok, s)
+	return newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: isolated, Causal: s.Causal}, w, d.Tok, s)
 }
 
 func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer, s Settings) (*Model, error) {
@@ -266,8 +266,8 @@ func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer
 			s.MaxQuery, s.MaxCode, c.MaxPositionEmbeddings)
 	case s.Text != dense.TextRaw && s.Text != dense.TextTerms:
 		return nil, fmt.Errorf("rerank: text %q, want %q or %q", s.Text, dense.TextRaw, dense.TextTerms)
-	case s.Pooling != PairProduct || s.Causal:
-		return nil, fmt.Errorf("rerank: pooling %q, causal %v: only %q pooling with bidirectional attention is implemented", s.Pooling, s.Causal, PairProduct)
+	case s.Pooling != PairProduct:
+		return nil, fmt.Errorf("rerank: pooling %q: only %q pooling is implemented", s.Pooling, PairProduct)
 	case s.Isolated < 0 || s.Isolated > c.NumHiddenLayers:
 		return nil, fmt.Errorf("rerank: isolated_layers %d, want 0..%d", s.Isolated, c.NumHiddenLayers)
 	case s.Lexical && len(w) != c.HiddenSize+NumLexical || !s.Lexical && len(w) != c.HiddenSize:
@@ -337,7 +337,7 @@ func Load(dir string) (*Model, error) {
 	if len(shape) != 1 {
 		return nil, fmt.Errorf("rerank: %s: %s has shape %v, want one dimension", filepath.Join(dir, HeadFile), headTensor, shape)
 	}
-	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: s.Isolated}, w, tok, s)
+	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: s.Isolated, Causal: s.Causal}, w, tok, s)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}

@@ -179,8 +179,15 @@ func encoder64(t *testing.T, seed uint64) *dense.Encoder[float64] {
 // head, the listwise loss with an invalid candidate, the mean over groups)
 // with respect to every weight and the head, in float64.
 func TestCrossEncoderGrad(t *testing.T) {
+	for _, causal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("causal=%v", causal), func(t *testing.T) { testCrossEncoderGrad(t, causal) })
+	}
+}
+
+func testCrossEncoderGrad(t *testing.T, causal bool) {
 	e := encoder64(t, 3)
-	e.Isolated = 1 // block 0 encodes the sides apart, block 1 compares them
+	e.Isolated = 1    // block 0 encodes the sides apart, block 1 compares them
+	e.Causal = causal // the code side then reads the query, not the other way
 	w := []float64{0.3, -0.2, 0.5, 0.1, -0.4, 0.2, 0.6, -0.1}
 	const sep = 22
 	groups := [][][]int{
