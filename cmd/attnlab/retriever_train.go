@@ -48,6 +48,7 @@ Example: attnlab retriever train -data retr -out run`,
 		indexData := fs.String("index-data", "", "comma-separated JSONL files whose code OUT/index holds (default DATA/test.jsonl)")
 		fs.StringVar(&o.Init, "init", "", "start from this language-model checkpoint (attnlab train's OUT/checkpoint): its tokenizer and transformer, raw text; -text, -vocab and the model sizes are then its")
 		fs.IntVar(&o.InitLayers, "init-layers", 0, "with -init: keep the language model's first N blocks (0: all)")
+		fs.StringVar(&o.Settings.QueryPrefix, "query-prefix", "", `text written before every query (with -init, "// " makes it read as a doc comment)`)
 		fs.BoolVar(&o.Settings.Causal, "causal", false, "each token attends to the tokens before it only, as in a language model -init starts from (default: to the whole sequence)")
 		fs.StringVar(&o.Settings.Text, "text", dense.TextTerms, "what the encoder reads: terms (code-aware terms, as BM25) or raw (the text as written)")
 		fs.IntVar(&o.Vocab, "vocab", 4096, "tokenizer vocabulary size")

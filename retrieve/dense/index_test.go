@@ -110,3 +110,34 @@ func TestEmbedConcurrent(t *testing.T) {
 		t.Errorf("embedding of squared norm %g, want 1", ss)
 	}
 }
+
+// TestQueryPrefix: a query is embedded as its prefixed text, code is not
+// prefixed, and the prefix survives saving.
+func TestQueryPrefix(t *testing.T) {
+	pairs := tinyPairs()
+	m := tinyModel(t, pairs)
+	m.Settings.Text = TextRaw // the prefix is punctuation, which terms drop
+	plain := make([]float32, m.Dim())
+	m.EmbedQuery(plain, "// number 7 widgets")
+	m.Settings.QueryPrefix = "// "
+	got, want := m.QueryTokens("number 7 widgets"), m.Tokens("// number 7 widgets", m.Settings.MaxQuery)
+	if !slices.Equal(got, want) || slices.Equal(got, m.Tokens("number 7 widgets", m.Settings.MaxQuery)) {
+		t.Fatalf("query tokens %v, want those of the prefixed text %v", got, want)
+	}
+	prefixed := make([]float32, m.Dim())
+	m.EmbedQuery(prefixed, "number 7 widgets")
+	if !slices.Equal(plain, prefixed) {
+		t.Error("the prefixed query's embedding differs from that of the prefixed text")
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Settings.QueryPrefix != "// " {
+		t.Errorf("loaded prefix %q", back.Settings.QueryPrefix)
+	}
+}

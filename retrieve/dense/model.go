@@ -49,6 +49,10 @@ type Settings struct {
 	Normalize bool    `json:"normalize"` // unit-length embeddings
 	Causal    bool    `json:"causal"`    // true: each token attends to the tokens before it only (Encoder.Causal)
 	Tau       float64 `json:"temperature"`
+	// QueryPrefix is written before every query, as the prefixes of
+	// asymmetric retrieval models ("query: "); "// " makes a query read as
+	// the doc comment a language model saw before code.
+	QueryPrefix string `json:"query_prefix,omitempty"`
 }
 
 // Model is a trained dual encoder: the encoder, its tokenizer and settings.
@@ -80,6 +84,12 @@ func (m *Model) Tokens(text string, max int) []int {
 		ids = m.Tok.Encode([]byte(" "))
 	}
 	return ids[:min(len(ids), max)]
+}
+
+// QueryTokens returns the ids of a query: Tokens of the prefixed text,
+// truncated to MaxQuery.
+func (m *Model) QueryTokens(text string) []int {
+	return m.Tokens(m.Settings.QueryPrefix+text, m.Settings.MaxQuery)
 }
 
 // ErrNoTerms is returned for a query in which the encoder reads nothing:
@@ -114,7 +124,7 @@ func (m *Model) EmbedTokens(dst []float32, ids []int) error {
 
 // EmbedQuery writes the embedding of a query into dst[:Dim()].
 func (m *Model) EmbedQuery(dst []float32, text string) {
-	if err := m.EmbedTokens(dst, m.Tokens(text, m.Settings.MaxQuery)); err != nil {
+	if err := m.EmbedTokens(dst, m.QueryTokens(text)); err != nil {
 		panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
 	}
 }

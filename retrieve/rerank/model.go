@@ -41,6 +41,8 @@ type Settings struct {
 	Causal    bool   `json:"causal"`          // true: each token attends to the tokens before it only (the dual encoder's)
 	Isolated  int    `json:"isolated_layers"` // blocks in which query and code do not attend to each other
 	Lexical   bool   `json:"lexical"`         // the head also weighs the NumLexical exact-match features
+	// QueryPrefix is written before every query (the dual encoder's).
+	QueryPrefix string `json:"query_prefix,omitempty"`
 }
 
 // NumLexical is the number of exact-match features a lexical head adds to
@@ -150,6 +152,12 @@ func (m *Model) Tokens(text string, max int) []int {
 	return ids[:min(len(ids), max)]
 }
 
+// QueryTokens returns the ids of a query: Tokens of the prefixed text,
+// truncated to MaxQuery.
+func (m *Model) QueryTokens(text string) []int {
+	return m.Tokens(m.Settings.QueryPrefix+text, m.Settings.MaxQuery)
+}
+
 // Pair returns the sequence the encoder reads for a query and a code
 // document, both already tokenised and truncated: query, separator, code.
 func (m *Model) Pair(query, code []int) []int {
@@ -191,7 +199,7 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 
 // Score returns the relevance of code to query.
 func (m *Model) Score(query, code string) float32 {
-	s, err := m.ScoreTokens(m.Tokens(query, m.Settings.MaxQuery), m.Tokens(code, m.Settings.MaxCode))
+	s, err := m.ScoreTokens(m.QueryTokens(query), m.Tokens(code, m.Settings.MaxCode))
 	if err != nil {
 		panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
 	}
@@ -242,7 +250,7 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std f
 		isolated = 0
 	}
 	s := Settings{Text: d.Settings.Text, MaxQuery: maxQuery, MaxCode: maxCode, Separator: tokenizer.EndOfText, Pooling: PairProduct,
-		Isolated: isolated, Lexical: lexical, Causal: d.Enc.Causal}
+		Isolated: isolated, Lexical: lexical, Causal: d.Enc.Causal, QueryPrefix: d.Settings.QueryPrefix}
 	w := make([]float32, cfg.HiddenSize, cfg.HiddenSize+NumLexical)
 	for i := range w {
 		w[i] = float32(1 / d.Settings.Tau)

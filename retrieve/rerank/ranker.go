@@ -51,7 +51,7 @@ func (r *Ranker) scores(query string, docs []int) []float64 {
 			continue
 		}
 		if q == nil {
-			q = r.Model.Tokens(query, r.Model.Settings.MaxQuery)
+			q = r.Model.QueryTokens(query)
 		}
 		c, ok := r.codes.Load(d)
 		if !ok {

@@ -22,7 +22,7 @@ type Data struct {
 func NewData(m *Model, pairs []retrieve.Pair, negatives [][]int) *Data {
 	d := &Data{Negatives: negatives}
 	for _, p := range pairs {
-		d.Queries = append(d.Queries, m.Tokens(p.Query, m.Settings.MaxQuery))
+		d.Queries = append(d.Queries, m.QueryTokens(p.Query))
 		d.Codes = append(d.Codes, m.Tokens(p.Code, m.Settings.MaxCode))
 	}
 	if d.Negatives == nil {
