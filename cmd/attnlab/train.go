@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/attnlab/attnlab/model"
@@ -43,52 +42,54 @@ Example: attnlab train -out run1`,
 })
 
 func trainFlags(fs *flag.FlagSet) runFunc {
-	o := &train.RunOptions{Options: train.Options{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}}
-	fs.StringVar(&o.Src, "src", "", "folder of Go source (default: $(go env GOROOT)/src)")
-	fs.StringVar(&o.Corpus, "corpus", "", "folder of Debian Go packages (attnlab corpus fetch) read after -src")
-	fs.Float64Var(&o.TokenizerMB, "tokenizer-mb", 0, "train the tokenizer on a seeded sample of this many MB of the training files (0: all)")
-	fs.StringVar(&o.Out, "out", "attnlab-run", "output folder: checkpoint, curves, plot")
-	fs.Float64Var(&o.CorpusMB, "corpus-mb", 24, "use at most this many MB of source files (a seeded sample of files; 0: all)")
-	fs.Float64Var(&o.ValFrac, "val-frac", 0.05, "share of packages held out (by a hash of the import path)")
-	fs.IntVar(&o.ValKB, "val-kb", 256, "validate on at most this many KB of held-out source")
-	fs.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.json to use instead of training one")
-	fs.IntVar(&o.Vocab, "vocab", 2048, "tokenizer vocabulary size")
-	fs.IntVar(&o.Model.HiddenSize, "dim", 128, "model width (hidden_size)")
-	fs.IntVar(&o.Model.NumHiddenLayers, "layers", 4, "blocks")
-	fs.IntVar(&o.Model.NumAttentionHeads, "heads", 4, "query heads")
-	fs.IntVar(&o.Model.NumKeyValueHeads, "kv-heads", 2, "key/value heads")
-	fs.IntVar(&o.Model.IntermediateSize, "ffn", 352, "SwiGLU hidden width (intermediate_size)")
-	fs.IntVar(&o.Window, "window", 128, "tokens per training window")
-	fs.IntVar(&o.BatchSize, "batch", 16, "windows per micro-batch")
-	fs.IntVar(&o.Accum, "accum", 1, "micro-batches per optimiser step")
-	fs.IntVar(&o.Shards, "shards", 1, "split each micro-batch into this many parts trained at once, one core each (the result depends on the number, not on the cores)")
-	fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
-	fs.Float64Var(&o.Schedule.Peak, "lr", 3e-3, "peak learning rate (> 0)")
-	fs.Float64Var(&o.Schedule.Min, "min-lr", 3e-4, "final learning rate")
-	fs.IntVar(&o.Schedule.Warmup, "warmup", 50, "warmup steps")
-	fs.Float64Var(&o.WeightDecay, "wd", 0.1, "weight decay (not on norms and embeddings)")
-	fs.Float64Var(&o.Clip, "clip", 1, "global gradient-norm clip (0: none)")
-	fs.Float64Var(&o.InitStd, "init-std", 0.02, "standard deviation of the initial weights")
-	fs.BoolVar(&o.NoPack, "no-pack", false, "one document per window (truncated) instead of packing")
-	fs.IntVar(&o.EvalEvery, "eval-every", 100, "validate every N steps")
-	fs.IntVar(&o.SaveEvery, "ckpt-every", 250, "checkpoint every N steps")
-	fs.BoolVar(&o.Resume, "resume", false, "continue the run in OUT")
-	fs.BoolVar(&o.Force, "force", false, "start over in an OUT that holds a run")
-	fs.BoolVar(&o.Prepare, "prepare", false, "write the step-0 checkpoint and the training windows (OUT/data.safetensors) and stop: the input of the PyTorch trainer (python/torch_train.py ddp)")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed for initialisation, data order and sampling of files")
-	fs.BoolVar(&o.CheckpointActivations, "checkpoint-activations", false, "recompute each block's activations in the backward (less memory, same gradients)")
+	o := new(train.DefaultRunOptions()) // each flag's default is the value o starts with
+	fs.StringVar(&o.Src, "src", o.Src, "folder of Go source (default: $(go env GOROOT)/src)")
+	fs.StringVar(&o.Corpus, "corpus", o.Corpus, "folder of Debian Go packages (attnlab corpus fetch) read after -src")
+	fs.Float64Var(&o.TokenizerMB, "tokenizer-mb", o.TokenizerMB, "train the tokenizer on a seeded sample of this many MB of the training files (0: all)")
+	fs.StringVar(&o.Out, "out", o.Out, "output folder: checkpoint, curves, plot")
+	fs.Float64Var(&o.CorpusMB, "corpus-mb", o.CorpusMB, "use at most this many MB of source files (a seeded sample of files; 0: all)")
+	fs.Float64Var(&o.ValFrac, "val-frac", o.ValFrac, "share of packages held out (by a hash of the import path)")
+	fs.IntVar(&o.ValKB, "val-kb", o.ValKB, "validate on at most this many KB of held-out source")
+	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "tokenizer.json to use instead of training one")
+	fs.IntVar(&o.Vocab, "vocab", o.Vocab, "tokenizer vocabulary size")
+	fs.IntVar(&o.Model.HiddenSize, "dim", o.Model.HiddenSize, "model width (hidden_size)")
+	fs.IntVar(&o.Model.NumHiddenLayers, "layers", o.Model.NumHiddenLayers, "blocks")
+	fs.IntVar(&o.Model.NumAttentionHeads, "heads", o.Model.NumAttentionHeads, "query heads")
+	fs.IntVar(&o.Model.NumKeyValueHeads, "kv-heads", o.Model.NumKeyValueHeads, "key/value heads")
+	fs.IntVar(&o.Model.IntermediateSize, "ffn", o.Model.IntermediateSize, "SwiGLU hidden width (intermediate_size)")
+	fs.IntVar(&o.Window, "window", o.Window, "tokens per training window")
+	fs.IntVar(&o.BatchSize, "batch", o.BatchSize, "windows per micro-batch")
+	fs.IntVar(&o.Accum, "accum", o.Accum, "micro-batches per optimiser step")
+	fs.IntVar(&o.Shards, "shards", o.Shards, "split each micro-batch into this many parts trained at once, one core each (the result depends on the number, not on the cores)")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "optimiser steps")
+	fs.Float64Var(&o.Schedule.Peak, "lr", o.Schedule.Peak, "peak learning rate (> 0)")
+	fs.Float64Var(&o.Schedule.Min, "min-lr", o.Schedule.Min, "final learning rate")
+	fs.IntVar(&o.Schedule.Warmup, "warmup", o.Schedule.Warmup, "warmup steps")
+	fs.Float64Var(&o.WeightDecay, "wd", o.WeightDecay, "weight decay (not on norms and embeddings)")
+	fs.Float64Var(&o.Clip, "clip", o.Clip, "global gradient-norm clip (0: none)")
+	fs.Float64Var(&o.InitStd, "init-std", o.InitStd, "standard deviation of the initial weights")
+	fs.BoolVar(&o.NoPack, "no-pack", o.NoPack, "one document per window (truncated) instead of packing")
+	fs.IntVar(&o.EvalEvery, "eval-every", o.EvalEvery, "validate every N steps")
+	fs.IntVar(&o.SaveEvery, "ckpt-every", o.SaveEvery, "checkpoint every N steps")
+	fs.BoolVar(&o.Resume, "resume", o.Resume, "continue the run in OUT")
+	fs.BoolVar(&o.Force, "force", o.Force, "start over in an OUT that holds a run")
+	fs.BoolVar(&o.Prepare, "prepare", o.Prepare, "write the step-0 checkpoint and the training windows (OUT/data.safetensors) and stop: the input of the PyTorch trainer (python/torch_train.py ddp)")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for initialisation, data order and sampling of files")
+	fs.BoolVar(&o.CheckpointActivations, "checkpoint-activations", o.CheckpointActivations, "recompute each block's activations in the backward (less memory, same gradients)")
 	quiet := fs.Bool("quiet", false, "no progress")
-	preset := fs.String("preset", "", "a documented recipe of flag values (flags given explicitly win): "+strings.Join(presetNames(), ", "))
+	preset := fs.String("preset", "", "a documented recipe of flag values (flags given explicitly win): "+strings.Join(train.PresetNames(), ", "))
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		if err := applyPreset(fs, *preset); err != nil {
-			return err
+		if *preset != "" {
+			given := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+			if err := train.ApplyPreset(*preset, given, fs.Set); err != nil {
+				return usageError{err.Error()}
+			}
 		}
-		o.Model.RMSNormEps, o.Model.RopeTheta, o.Model.TieWordEmbeddings = 1e-5, 10000, true
-		o.Model.MaxPositionEmbeddings = max(o.Window, 256)
-		o.Schedule.Total = o.Steps
+		o.Derive()
 		if o.Src == "" {
 			o.Src = filepath.Join(goRoot(), "src")
 		}
@@ -142,53 +143,4 @@ func runTrain(ctx context.Context, o *train.RunOptions, quiet bool, stdout io.Wr
 // loadLM loads a language-model checkpoint, refusing another kind.
 func loadLM(dir string) (*model.Model[float32], *model.Params[float32], error) {
 	return model.LoadLM[float32](dir)
-}
-
-// presets are the documented recipes of attnlab train: flag values, which
-// flags given on the command line override. Each is measured in the README.
-var presets = map[string][][2]string{
-	// pretrain: the language model shipped in models/lm, on the standard
-	// library and the Debian corpus (-corpus is the user's); chosen from
-	// the scaling study of the README.
-	"pretrain": {
-		{"corpus-mb", "0"}, {"val-frac", "0.1"}, {"val-kb", "512"}, {"tokenizer-mb", "32"}, {"vocab", "4096"},
-		{"window", "512"}, {"batch", "8"}, {"shards", "2"},
-		{"dim", "192"}, {"layers", "6"}, {"heads", "6"}, {"kv-heads", "2"}, {"ffn", "512"},
-		{"steps", "8000"}, {"warmup", "200"}, {"lr", "2e-3"}, {"min-lr", "2e-4"}, {"wd", "0.1"},
-		{"eval-every", "250"}, {"ckpt-every", "100"},
-	},
-}
-
-func presetNames() []string {
-	var names []string
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// applyPreset sets the preset's values of the flags not given on the
-// command line.
-func applyPreset(fs *flag.FlagSet, name string) error {
-	if name == "" {
-		return nil
-	}
-	values, ok := presets[name]
-	if !ok {
-		return usagef("-preset %q: want one of %s", name, strings.Join(presetNames(), ", "))
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if name == "pretrain" && !given["corpus"] {
-		return usagef("-preset pretrain needs -corpus DIR (the folder of attnlab corpus fetch)")
-	}
-	for _, kv := range values {
-		if !given[kv[0]] {
-			if err := fs.Set(kv[0], kv[1]); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
