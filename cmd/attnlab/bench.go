@@ -8,13 +8,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/attnlab/attnlab/internal/bench"
-	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/train"
 )
 
 var benchCmd = register(&command{
@@ -107,10 +105,7 @@ func runBench(ctx context.Context, o *benchOpts, stdout io.Writer) error {
 		return usageError{err.Error()}
 	}
 	if o.model == "" {
-		cfg, err := defaultModelConfig()
-		if err != nil {
-			return err
-		}
+		cfg := train.DefaultModel()
 		opt.DefaultModel = &cfg
 	}
 	if o.memory {
@@ -128,68 +123,10 @@ func runBench(ctx context.Context, o *benchOpts, stdout io.Writer) error {
 		}
 		return r.Err()
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "attnlab bench on %s, %d threads; %s\n", r.CPU, runtime.GOMAXPROCS(0), r.Torch)
-	if r.Model != "" {
-		fmt.Fprintf(&b, "generate: %s\n", r.Model)
-	}
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "group\tcase\tunit\tattnlab\tPyTorch\tratio\tattnlab of ceiling\tPyTorch of ceiling\t\n")
-	for _, r := range r.Rows {
-		torch, ratio := "", ""
-		if r.Torch > 0 {
-			torch, ratio = fmt.Sprintf("%.1f", r.Torch), fmt.Sprintf("%.2f×", r.Ratio)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", r.Group, r.Case, r.Unit, r.Ours, torch, ratio,
-			ofCeiling(r.Group, r.Executed, r.Bandwidth, r.Efficiency), ofCeiling(r.Group, r.TorchExecuted, r.TorchBandwidth, r.TorchEfficiency))
-	}
-	tw.Flush()
-	b.WriteString(`
-ratio > 1: attnlab faster (rates: attnlab/PyTorch; latency: PyTorch/attnlab)
-of ceiling: gemm, rate / GEMM ceiling of the dtype; attention, executed GFLOP/s
-  (14·n²·D·H, causal 7·n²·D·H, for attnlab; 12·n²·D·H for PyTorch) and their share
-  of the GEMM ceiling; decode, K+V bytes per token / time and their share of the
-  read bandwidth ceiling
-`)
-	if _, err := io.WriteString(stdout, b.String()); err != nil {
+	if err := r.WriteText(stdout); err != nil {
 		return err
 	}
 	return r.Err()
-}
-
-// ofCeiling is a row's efficiency cell: the derived rate where the row has
-// one, and its share of the ceiling.
-func ofCeiling(group string, executed, bandwidth, eff float64) string {
-	if eff == 0 {
-		return ""
-	}
-	switch group {
-	case "attention fwd+bwd":
-		return fmt.Sprintf("%.1f GFLOP/s %3.0f%%", executed, 100*eff)
-	case "decode":
-		return fmt.Sprintf("%.1f GB/s %3.0f%%", bandwidth, 100*eff)
-	}
-	return fmt.Sprintf("%.0f%%", 100*eff)
-}
-
-// defaultModelConfig is the model attnlab train builds with its default
-// flags: the sizes are read from train's flag defaults, the fixed fields
-// are those train's run function sets (RMSNorm eps, RoPE base, tied
-// embeddings, max(window, 256) positions).
-func defaultModelConfig() (model.Config, error) {
-	fs, _ := trainCmd.flagSet()
-	get := func(name string) int {
-		n, _ := strconv.Atoi(fs.Lookup(name).DefValue)
-		return n
-	}
-	c := model.Config{
-		HiddenSize: get("dim"), NumHiddenLayers: get("layers"), NumAttentionHeads: get("heads"),
-		NumKeyValueHeads: get("kv-heads"), IntermediateSize: get("ffn"), VocabSize: get("vocab"),
-		RMSNormEps: 1e-5, RopeTheta: 10000, TieWordEmbeddings: true,
-		MaxPositionEmbeddings: max(get("window"), 256), Kind: model.KindLM,
-	}
-	return c, c.Validate()
 }
 
 // childMemory runs memoryCase in a fresh process and returns its peak RSS.
