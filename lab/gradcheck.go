@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
@@ -19,6 +20,40 @@ type GradOptions struct {
 	Directions int          // random directions instead of every element (0: every element)
 	Sweep      bool         // the error against ε from 1e-1 to 1e-12 instead
 	gradcheck.Options
+}
+
+// Validate checks o's numbers before any work, naming each by its flag of
+// attnlab gradcheck: a step and a tolerance finite and >= 0 (0: the
+// default), directions >= 0, every count of the sizes >= 1, a window >= 0,
+// and query heads a multiple of the key/value heads.
+func (o GradOptions) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"-eps", o.Eps}, {"-rel", o.Rel}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s %g: want a finite number >= 0 (0: the default)", f.name, f.v)
+		}
+	}
+	if o.Directions < 0 {
+		return fmt.Errorf("-directions %d: want >= 0", o.Directions)
+	}
+	s := o.Sizes
+	for _, v := range []struct {
+		name string
+		v    int
+	}{{"-b", s.B}, {"-t", s.T}, {"-m", s.M}, {"-n", s.N}, {"-dim", s.Dim}, {"-hq", s.Hq}, {"-hkv", s.Hkv}, {"-d", s.D}, {"-dv", s.Dv}, {"-f", s.F}} {
+		if v.v < 1 {
+			return fmt.Errorf("%s %d: want >= 1", v.name, v.v)
+		}
+	}
+	if s.Window < 0 {
+		return fmt.Errorf("-window %d: want >= 0", s.Window)
+	}
+	if s.Hq%s.Hkv != 0 {
+		return fmt.Errorf("-hq %d is not a multiple of -hkv %d", s.Hq, s.Hkv)
+	}
+	return nil
 }
 
 // GradResult is what GradCheck measured.

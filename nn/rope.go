@@ -28,6 +28,17 @@ func (p Pairing) String() string {
 	return pairingNames[p]
 }
 
+// ParsePairing returns the pairing whose String is name, "half" or
+// "interleaved".
+func ParsePairing(name string) (Pairing, error) {
+	for p, n := range pairingNames {
+		if n == name {
+			return Pairing(p), nil
+		}
+	}
+	return 0, fmt.Errorf("nn: pairing %q: want half or interleaved", name)
+}
+
 // ScalingKind names a way of stretching RoPE to positions beyond the
 // training length.
 type ScalingKind int

@@ -39,6 +39,20 @@ func TestRoPEByHand(t *testing.T) {
 	}
 }
 
+// TestParsePairing: ParsePairing inverts String, and refuses other names.
+func TestParsePairing(t *testing.T) {
+	for _, p := range []nn.Pairing{nn.Half, nn.Interleaved} {
+		if got, err := nn.ParsePairing(p.String()); got != p || err != nil {
+			t.Errorf("ParsePairing(%q) = %v, %v; want %v", p.String(), got, err, p)
+		}
+	}
+	for _, name := range []string{"", "Half", "split", "Pairing(2)"} {
+		if _, err := nn.ParsePairing(name); err == nil {
+			t.Errorf("ParsePairing(%q): no error", name)
+		}
+	}
+}
+
 // TestRoPELinearScaling checks position interpolation: factor f at position
 // p is the unscaled rotation at p/f, including fractional p/f.
 func TestRoPELinearScaling(t *testing.T) {

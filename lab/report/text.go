@@ -1,8 +1,8 @@
 // Package report renders what package lab measured: text for a terminal,
 // JSON for programs, a self-contained HTML page with figures for a reader,
-// the fault × check table, the ε-sweep plot, and the long form of any
-// operation, check or fault (attnlab explain). Package lab runs; this
-// package only writes.
+// the fault × check table, the ε sweeps of the lab and of one GradCheck
+// (table and plot), and the long form of any operation, check or fault
+// (attnlab explain). Package lab runs; this package only writes.
 package report
 
 import (
@@ -53,16 +53,49 @@ func JSON(w io.Writer, r *lab.Report) error {
 
 // Plot writes the ε sweep as a PNG plot to path.
 func Plot(path string, s checks.Sweep) error {
-	series := func(name string, rows gradcheck.SweepRows) plots.Series {
-		sr := plots.Series{Name: name}
-		for _, row := range rows {
-			sr.X = append(sr.X, row.Eps)
-			sr.Y = append(sr.Y, row.MaxAbs)
-		}
-		return sr
-	}
 	return plots.EpsSweepPNG(path, "Finite-difference error of attention gradients against the step",
 		[]plots.Series{series("central (2-point)", s.Central), series("4-point", s.Precise)})
+}
+
+// GradSweep writes the sweep of a GradCheck (attnlab gradcheck -sweep): per
+// step ε the max abs and max rel error and the slope from the row before,
+// then the best ε.
+func GradSweep(w io.Writer, rows gradcheck.SweepRows) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%10s %12s %12s %8s\n", "ε", "max abs", "max rel", "slope")
+	slopes := rows.Slopes()
+	for i, row := range rows {
+		s := ""
+		if i > 0 {
+			s = fmt.Sprintf("%+.2f", slopes[i-1])
+		}
+		fmt.Fprintf(&b, "%10.1e %12.2e %12.2e %8s\n", row.Eps, row.MaxAbs, row.MaxRel, s)
+	}
+	best := rows.Best()
+	fmt.Fprintf(&b, "best ε = %.1e (max abs %.2e)\n", best.Eps, best.MaxAbs)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// GradSweepPlot writes the max abs error of the sweep of a GradCheck
+// against ε as a PNG plot to path, the series named for the stencil
+// (precise: the 4-point one).
+func GradSweepPlot(path string, rows gradcheck.SweepRows, precise bool) error {
+	name := "central"
+	if precise {
+		name = "4-point"
+	}
+	return plots.EpsSweepPNG(path, "Finite-difference error against the step", []plots.Series{series(name, rows)})
+}
+
+// series is the max abs error of rows against ε.
+func series(name string, rows gradcheck.SweepRows) plots.Series {
+	sr := plots.Series{Name: name}
+	for _, row := range rows {
+		sr.X = append(sr.X, row.Eps)
+		sr.Y = append(sr.Y, row.MaxAbs)
+	}
+	return sr
 }
 
 func writeOp(b *strings.Builder, op lab.OpReport) {
