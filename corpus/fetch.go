@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -77,6 +78,34 @@ type FetchResult struct {
 	Failed  []Failure // in list order
 	Stale   int       // temporaries of an earlier, interrupted fetch removed
 	Bytes   int64     // bytes of .go files in the packages fetched by this run
+}
+
+// WriteText writes what the fetch into dir did, for a reader, as attnlab
+// corpus fetch prints it: the temporaries removed, then that there was
+// nothing to do, or the packages fetched, already there and failed, with
+// each failure and, when apt knew a package not, what to try. took is the
+// time the fetch took; complete says Fetch returned no error.
+func (r *FetchResult) WriteText(w io.Writer, dir string, took time.Duration, complete bool) error {
+	var b strings.Builder
+	if r.Stale > 0 {
+		fmt.Fprintf(&b, "removed %d temporaries of an interrupted fetch\n", r.Stale)
+	}
+	if len(r.Fetched)+len(r.Failed) == 0 && complete {
+		fmt.Fprintf(&b, "%s: all %d packages already fetched; nothing to do\n", dir, r.Present)
+	} else {
+		fmt.Fprintf(&b, "%s: fetched %d packages (%.1f MB of Go source) in %s; %d already there; %d failed\n",
+			dir, len(r.Fetched), float64(r.Bytes)/1e6, took.Round(time.Second), r.Present, len(r.Failed))
+		unknown := false
+		for _, f := range r.Failed {
+			fmt.Fprintf(&b, "  %s: %v\n", f.Package, f.Err)
+			unknown = unknown || strings.Contains(f.Err.Error(), "Unable to locate")
+		}
+		if unknown {
+			b.WriteString("apt does not know some packages: check the names, or run apt-get update and fetch again\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // Manifest records the unpacked packages of a corpus folder.

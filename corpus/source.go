@@ -55,6 +55,14 @@ type Options struct {
 	MaxFileBytes int64
 }
 
+// maxFileBytes is the limit of MaxFileBytes: 1 MB for 0.
+func (o Options) maxFileBytes() int64 {
+	if o.MaxFileBytes == 0 {
+		return 1 << 20
+	}
+	return o.MaxFileBytes
+}
+
 // Document is one kept source file.
 type Document struct {
 	Path string // Source.Name + "/" + the file's path in the source: "std/net/http/server.go"
@@ -103,10 +111,7 @@ func Read(ctx context.Context, srcs []Source, opt Options) ([]Document, Stats, e
 // no file at all.
 func Walk(ctx context.Context, srcs []Source, opt Options, fn func(Document) error) (Stats, error) {
 	var st Stats
-	maxBytes := opt.MaxFileBytes
-	if maxBytes == 0 {
-		maxBytes = 1 << 20
-	}
+	maxBytes := opt.maxFileBytes()
 	seen := map[[sha256.Size]byte]bool{}
 	for _, src := range srcs {
 		st.Sources++

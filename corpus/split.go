@@ -1,7 +1,6 @@
 package corpus
 
 import (
-	"context"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -116,26 +115,3 @@ func (t *Tally) Add(d Document) {
 
 // Units is the number of distinct units counted.
 func (t *Tally) Units() int { return len(t.units) }
-
-// Survey is what SurveySplit counts.
-type Survey struct {
-	Stats     Stats
-	All, Held Tally
-	HeldDocs  []Document // the held-out documents, in order, without their Text
-}
-
-// SurveySplit walks srcs as Walk does, without keeping the text, and counts
-// all documents and those held out at frac.
-func SurveySplit(ctx context.Context, srcs []Source, opt Options, frac float64) (*Survey, error) {
-	s := &Survey{}
-	var err error
-	s.Stats, err = Walk(ctx, srcs, opt, func(d Document) error {
-		if s.All.Add(d); HeldOut(d.Unit, frac) {
-			s.Held.Add(d)
-			d.Text = nil
-			s.HeldDocs = append(s.HeldDocs, d)
-		}
-		return nil
-	})
-	return s, err
-}

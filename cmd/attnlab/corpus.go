@@ -1,11 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/attnlab/attnlab/corpus"
@@ -112,74 +112,29 @@ func runCorpusFetch(ctx context.Context, o *corpusOpts, stdout io.Writer) error 
 	if res == nil {
 		return err
 	}
-	if res.Stale > 0 {
-		fmt.Fprintf(stdout, "removed %d temporaries of an interrupted fetch\n", res.Stale)
-	}
-	if len(res.Fetched)+len(res.Failed) == 0 && err == nil {
-		fmt.Fprintf(stdout, "%s: all %d packages already fetched; nothing to do\n", o.out, res.Present)
-		return nil
-	}
-	fmt.Fprintf(stdout, "%s: fetched %d packages (%.1f MB of Go source) in %s; %d already there; %d failed\n",
-		o.out, len(res.Fetched), float64(res.Bytes)/1e6, time.Since(start).Round(time.Second), res.Present, len(res.Failed))
-	unknown := false
-	for _, f := range res.Failed {
-		fmt.Fprintf(stdout, "  %s: %v\n", f.Package, f.Err)
-		unknown = unknown || strings.Contains(f.Err.Error(), "Unable to locate")
-	}
-	if unknown {
-		fmt.Fprintln(stdout, "apt does not know some packages: check the names, or run apt-get update and fetch again")
-	}
-	return err
+	werr := res.WriteText(stdout, o.out, time.Since(start), err == nil)
+	return cmp.Or(err, werr) // the fetch's error first: an interrupt keeps its exit status
 }
 
 func runCorpusStats(ctx context.Context, o *corpusOpts, stdout io.Writer) error {
-	switch {
-	case !(o.frac >= 0 && o.frac <= 1) || o.maxKB < 0:
-		return usageError{fmt.Sprintf("-val-frac %g, -max-file-kb %d: want a share in [0, 1] and a size >= 0", o.frac, o.maxKB)}
-	case o.dir == "" && !o.std:
-		return usageError{"nothing to read: give -dir, or leave -std on"}
+	so := corpus.SurveyOptions{Std: o.std, Dir: o.dir, MaxFileKB: o.maxKB, Frac: o.frac}
+	if err := so.Validate(); err != nil {
+		return usageError{err.Error()}
 	}
 	if o.heldout != "" {
 		if err := output.File(o.heldout, o.force); err != nil {
 			return err
 		}
 	}
-	var srcs []corpus.Source
 	if o.std {
-		srcs = append(srcs, corpus.Std(goRoot()))
+		so.GoRoot = goRoot()
 	}
-	var debs int
-	if o.dir != "" {
-		deb, err := corpus.Debian(o.dir)
-		if err != nil {
-			return err
-		}
-		srcs, debs = append(srcs, deb...), len(deb)
-	}
-	limit := o.maxKB << 10
-	if limit == 0 {
-		limit = -1 // no limit
-	}
-	start := time.Now()
-	sv, err := corpus.SurveySplit(ctx, srcs, corpus.Options{MaxFileBytes: limit}, o.frac)
+	sv, err := corpus.TakeSurvey(ctx, so)
 	if err != nil {
 		return err
 	}
-	st := sv.Stats
-	mb := func(b int64) float64 { return float64(b) / 1e6 }
-	counts := func(t corpus.Tally) string {
-		return fmt.Sprintf("%d packages, %d files, %.1f MB (std %d files, %.1f MB; Debian %d files, %.1f MB)",
-			t.Units(), t.Files, mb(t.Bytes), t.StdFiles, mb(t.StdBytes), t.Files-t.StdFiles, mb(t.Bytes-t.StdBytes))
-	}
-	fmt.Fprintf(stdout, "sources: %d (%d Debian packages); %d with no file kept\n", st.Sources, debs, st.EmptySources)
-	fmt.Fprintf(stdout, "kept: %s\n", counts(sv.All))
-	fmt.Fprintf(stdout, "skipped: %d tests, %d generated, %d vendored, %d in testdata, %d hidden, %d over %d KB, %d empty\n",
-		st.Tests, st.Generated, st.Vendored, st.TestData, st.Hidden, st.Large, o.maxKB, st.Empty)
-	fmt.Fprintf(stdout, "duplicates dropped: %d files, %.1f MB\n", st.Duplicates, mb(st.DupBytes))
-	fmt.Fprintf(stdout, "held out at -val-frac %g: %s\n", o.frac, counts(sv.Held))
-	fmt.Fprintf(stdout, "read in %s\n", time.Since(start).Round(100*time.Millisecond))
-	if o.heldout == "" {
-		return nil
+	if err := sv.WriteText(stdout); err != nil || o.heldout == "" {
+		return err
 	}
 	if len(sv.HeldDocs) == 0 {
 		return fmt.Errorf("-list-heldout %s: no package is held out at -val-frac %g", o.heldout, o.frac)
