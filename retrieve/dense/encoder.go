@@ -187,22 +187,26 @@ func Padded(n int) int { return (n + 15) &^ 15 }
 // for reuse from call to call. It is safe for concurrent use; the zero
 // value is ready.
 type ActsCache[T nn.Float] struct {
-	pools sync.Map // padded length → *sync.Pool of *Acts[T]
+	pools sync.Map // [2]int{sequences, padded length} → *sync.Pool of *Acts[T]
 }
 
 // Get returns activations of e for a sequence of n tokens, padded to
 // Padded(n).
-func (c *ActsCache[T]) Get(e *Encoder[T], n int) *Acts[T] {
-	if p, ok := c.pools.Load(Padded(n)); ok {
+func (c *ActsCache[T]) Get(e *Encoder[T], n int) *Acts[T] { return c.GetBatch(e, 1, n) }
+
+// GetBatch returns activations of e for B sequences of up to n tokens,
+// padded to Padded(n).
+func (c *ActsCache[T]) GetBatch(e *Encoder[T], B, n int) *Acts[T] {
+	if p, ok := c.pools.Load([2]int{B, Padded(n)}); ok {
 		if a, ok := p.(*sync.Pool).Get().(*Acts[T]); ok {
 			return a
 		}
 	}
-	return e.NewActs(1, Padded(n))
+	return e.NewActs(B, Padded(n))
 }
 
 // Put returns a to the cache.
 func (c *ActsCache[T]) Put(a *Acts[T]) {
-	p, _ := c.pools.LoadOrStore(a.T, &sync.Pool{})
+	p, _ := c.pools.LoadOrStore([2]int{a.B, a.T}, &sync.Pool{})
 	p.(*sync.Pool).Put(a)
 }

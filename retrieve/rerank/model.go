@@ -197,6 +197,46 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 	return s[0], nil
 }
 
+// ScoreBatch returns the relevance of each code document to one query, all
+// already tokenised and truncated, in one forward pass of len(codes)
+// sequences: the same scores as ScoreTokens one by one, computed with
+// products len(codes) times taller, which use the cores better.
+func (m *Model) ScoreBatch(query []int, codes [][]int) ([]float32, error) {
+	B := len(codes)
+	if B == 0 {
+		return nil, nil
+	}
+	seqs, segs := make([][]int, B), make([][]int, B)
+	n := 0
+	for i, c := range codes {
+		seqs[i] = m.Pair(query, c)
+		segs[i] = m.segments(len(query), len(seqs[i]))
+		n = max(n, len(seqs[i]))
+	}
+	a := m.acts.GetBatch(m.Enc, B, n)
+	defer m.acts.Put(a)
+	if err := m.Enc.ForwardSegments(a, seqs, segs); err != nil {
+		return nil, err
+	}
+	D, F := m.Dim(), m.Features()
+	f := make([]float32, B*F)
+	pooled := make([]float32, B*D)
+	nq := make([]int, B)
+	for i := range nq {
+		nq[i] = len(query)
+	}
+	nn.PairPool[float32]{D: D}.Forward(pooled, nn.PairPool[float32]{D: D}.NewActs(B), a.Out, nq, a.Valid, B, a.T)
+	for i, c := range codes {
+		copy(f[i*F:i*F+D], pooled[i*D:(i+1)*D])
+		if m.Settings.Lexical {
+			m.lexical(f[i*F+D:(i+1)*F], query, c)
+		}
+	}
+	s := make([]float32, B)
+	nn.Listwise[float32]{G: 1, K: 1, D: F}.Score(s, f, m.W, B)
+	return s, nil
+}
+
 // Score returns the relevance of code to query.
 func (m *Model) Score(query, code string) float32 {
 	s, err := m.ScoreTokens(m.QueryTokens(query), m.Tokens(code, m.Settings.MaxCode))

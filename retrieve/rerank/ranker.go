@@ -41,28 +41,33 @@ func NewRanker(m *Model, first retrieve.Ranker, codes []string, depth int) *Rank
 	return &Ranker{Model: m, First: first, Codes: codes, Depth: max(depth, 1)}
 }
 
-// scores returns the cross-encoder scores of docs for query.
+// scores returns the cross-encoder scores of docs for query, those not
+// cached scored in one batch.
 func (r *Ranker) scores(query string, docs []int) []float64 {
 	out := make([]float64, len(docs))
-	var q []int
+	var todo []int // indices into docs
+	var codes [][]int
 	for i, d := range docs {
 		if v, ok := r.cache.Load(pairKey{query, d}); ok {
 			out[i] = float64(v.(float32))
 			continue
 		}
-		if q == nil {
-			q = r.Model.QueryTokens(query)
-		}
 		c, ok := r.codes.Load(d)
 		if !ok {
 			c, _ = r.codes.LoadOrStore(d, r.Model.Tokens(r.Codes[d], r.Model.Settings.MaxCode))
 		}
-		s, err := r.Model.ScoreTokens(q, c.([]int))
-		if err != nil {
-			panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
-		}
-		r.cache.Store(pairKey{query, d}, s)
-		out[i] = float64(s)
+		todo, codes = append(todo, i), append(codes, c.([]int))
+	}
+	if len(todo) == 0 {
+		return out
+	}
+	s, err := r.Model.ScoreBatch(r.Model.QueryTokens(query), codes)
+	if err != nil {
+		panic(err.Error()) // the tokenizer and model of one checkpoint agree on ids
+	}
+	for x, i := range todo {
+		r.cache.Store(pairKey{query, docs[i]}, s[x])
+		out[i] = float64(s[x])
 	}
 	return out
 }

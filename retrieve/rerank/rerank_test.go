@@ -540,3 +540,36 @@ func TestRankerConcurrent(t *testing.T) {
 		t.Errorf("ranks with 4 workers %v %v, with 1 %v %v", many.Ranks, many.CSNRanks, one.Ranks, one.CSNRanks)
 	}
 }
+
+// TestScoreBatch: scoring many documents in one pass gives the scores of
+// scoring them one by one, lexical features included.
+func TestScoreBatch(t *testing.T) {
+	ps := pairs(9)
+	for _, causal := range []bool{false, true} {
+		d := tinyDense(t, ps)
+		d.Enc.Causal = causal
+		m, err := FromDense(d, 12, 24, 1, true, 0.1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var codes [][]int
+		for _, p := range ps {
+			codes = append(codes, m.Tokens(p.Code, m.Settings.MaxCode))
+		}
+		m.SetIDF(codes)
+		q := m.QueryTokens(ps[0].Query)
+		got, err := m.ScoreBatch(q, codes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range codes {
+			want, err := m.ScoreTokens(q, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := math.Abs(float64(got[i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
+				t.Errorf("causal=%v: document %d (%d tokens): batch %v, alone %v", causal, i, len(c), got[i], want)
+			}
+		}
+	}
+}
