@@ -55,8 +55,16 @@ type torchBenchStep struct {
 // loaded, which decides its matrix products: Debian's python3-torch uses
 // whatever libblas.so.3 is installed, the reference BLAS unless, say,
 // libopenblas0-pthread is. Run it with -benchtime=20x or so: the default
-// second gives a handful of steps.
+// second gives a handful of steps. The sub-benchmarks train attnlab with 1
+// and 2 data-parallel shards (train.Options.Shards; PyTorch's side is the
+// same).
 func BenchmarkTrainStepPyTorch(b *testing.B) {
+	for _, shards := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchTrainStepPyTorch(b, shards) })
+	}
+}
+
+func benchTrainStepPyTorch(b *testing.B, shards int) {
 	needTorch(b)
 	script := torchScript(b)
 	cfg := model.Config{HiddenSize: 128, IntermediateSize: 352, NumHiddenLayers: 4,
@@ -64,7 +72,7 @@ func BenchmarkTrainStepPyTorch(b *testing.B) {
 		MaxPositionEmbeddings: 256, TieWordEmbeddings: true}
 	const B, T, segLen, nWindows, warmup = 8, 128, 50, 64, 2
 	opts := train.Options{BatchSize: B, Accum: 1, Steps: 1 << 30,
-		Schedule: train.Schedule{Peak: 1e-3, Min: 1e-4, Warmup: 10, Total: 1000}, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 1}
+		Schedule: train.Schedule{Peak: 1e-3, Min: 1e-4, Warmup: 10, Total: 1000}, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Seed: 1, Shards: shards}
 
 	// attnlab, as BenchmarkTrainStep
 	m, err := model.New[float32](cfg)
