@@ -82,17 +82,16 @@ type skinnyTask[T Float] struct {
 	chunk         int
 }
 
-var skinnyPools [2]sync.Pool
+var skinnyPools = [2]sync.Pool{
+	{New: func() any { return new(skinnyTask[float32]) }},
+	{New: func() any { return new(skinnyTask[float64]) }},
+}
 
 func skinnyPool[T Float]() *sync.Pool {
-	p := &skinnyPools[1]
 	if is32[T]() {
-		p = &skinnyPools[0]
+		return &skinnyPools[0]
 	}
-	if p.New == nil {
-		p.New = func() any { return new(skinnyTask[T]) }
-	}
-	return p
+	return &skinnyPools[1]
 }
 
 func (t *skinnyTask[T]) Run(piece int) {
