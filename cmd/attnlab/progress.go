@@ -27,6 +27,13 @@ type progress struct {
 	total        int
 	start, last  time.Time
 	quiet, lines bool
+	term         *os.File // the terminal of the bar, made at the first set
+
+	// The first progress reported and when: the rate, and so the time
+	// left, counts from there (a resumed run starts far from 0).
+	first   int
+	firstAt time.Time
+	seen    bool
 }
 
 func newProgress(total int, what string, quiet bool) *progress {
@@ -36,9 +43,7 @@ func newProgress(total int, what string, quiet bool) *progress {
 	}
 	if f, ok := progressOut.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(f), progressbar.OptionSetWidth(24),
-				progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond),
-				progressbar.OptionSetDescription(what), progressbar.OptionOnCompletion(func() { fmt.Fprintln(f) }))
+			p.term = f
 			return p
 		}
 	}
@@ -48,6 +53,17 @@ func newProgress(total int, what string, quiet bool) *progress {
 
 // set moves the progress to done, with a description of the state.
 func (p *progress) set(done int, desc string) {
+	if !p.seen {
+		p.seen, p.first, p.firstAt = true, done, time.Now()
+		if p.term != nil {
+			// The bar's own estimate counts from 0: only a bar that starts
+			// there predicts the time left.
+			f := p.term
+			p.bar = progressbar.NewOptions(p.total, progressbar.OptionSetWriter(f), progressbar.OptionSetWidth(24),
+				progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(done == 0), progressbar.OptionThrottle(200*time.Millisecond),
+				progressbar.OptionSetDescription(p.what), progressbar.OptionOnCompletion(func() { fmt.Fprintln(f) }))
+		}
+	}
 	switch {
 	case p.quiet:
 	case p.bar != nil:
@@ -59,8 +75,9 @@ func (p *progress) set(done int, desc string) {
 		p.last = time.Now()
 		elapsed := time.Since(p.start)
 		eta := ""
-		if done > 0 && done < p.total {
-			eta = fmt.Sprintf(", about %s left", (elapsed * time.Duration(p.total-done) / time.Duration(done)).Round(time.Second))
+		if done > p.first && done < p.total {
+			rate := time.Since(p.firstAt) / time.Duration(done-p.first)
+			eta = fmt.Sprintf(", about %s left", (rate * time.Duration(p.total-done)).Round(time.Second))
 		}
 		fmt.Fprintf(progressOut, "%s %d/%d %s(%s%s)\n", p.what, done, p.total, desc+" ", elapsed.Round(time.Second), eta)
 	}
