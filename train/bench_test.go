@@ -21,14 +21,14 @@ func BenchmarkTrainStep(b *testing.B) {
 }
 
 // BenchmarkTrainStepPretrain measures the pretraining preset's model (dim
-// 256, 6 layers, 8/4 heads, ffn 688, vocabulary 4096) on batches of 4
+// 192, 6 layers, 6/2 heads, ffn 512, vocabulary 4096) on its batches of 8
 // windows of 512 tokens.
 func BenchmarkTrainStepPretrain(b *testing.B) {
 	for _, shards := range []int{1, 2} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			benchTrainStep(b, model.Config{HiddenSize: 256, IntermediateSize: 688, NumHiddenLayers: 6,
-				NumAttentionHeads: 8, NumKeyValueHeads: 4, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 4096,
-				MaxPositionEmbeddings: 512, TieWordEmbeddings: true}, 512, 4, shards)
+			benchTrainStep(b, model.Config{HiddenSize: 192, IntermediateSize: 512, NumHiddenLayers: 6,
+				NumAttentionHeads: 6, NumKeyValueHeads: 2, RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 4096,
+				MaxPositionEmbeddings: 512, TieWordEmbeddings: true}, 512, 8, shards)
 		})
 	}
 }
