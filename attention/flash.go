@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/attnlab/attnlab/internal/vec"
 )
 
 // The fused attention, FlashAttention-2 style [2]: tiles of queries against
@@ -340,10 +342,7 @@ func onlineSoftmax[T Float](s []T, nr, nc int, m, l, o []T, dv int) {
 	negInf := T(math.Inf(-1))
 	for r := range nr {
 		sr := s[r*nc : r*nc+nc]
-		mt := negInf
-		for _, x := range sr {
-			mt = max(mt, x)
-		}
+		mt := vec.Max(sr)
 		if mt == negInf {
 			clear(sr)
 			continue

@@ -86,11 +86,7 @@ func ExpShift[T Float](dst, x []T, shift T) T {
 			d[i] = v - sh
 		}
 		Exp32(d, d)
-		var sum float32
-		for _, v := range d {
-			sum += v
-		}
-		return T(sum)
+		return T(sum32(d))
 	}
 	var sum T
 	for i, v := range x {
@@ -112,4 +108,45 @@ func Exp[T Float](dst, x []T) {
 		return
 	}
 	Exp64(as64(dst), as64(x))
+}
+
+// sum32 returns the sum of x in eight interleaved partial sums, added
+// pairwise at the end: one serial chain of additions would wait on the
+// latency of each.
+func sum32(x []float32) float32 {
+	var a [8]float32
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		y := x[i : i+8 : i+8]
+		a[0] += y[0]
+		a[1] += y[1]
+		a[2] += y[2]
+		a[3] += y[3]
+		a[4] += y[4]
+		a[5] += y[5]
+		a[6] += y[6]
+		a[7] += y[7]
+	}
+	for j := 0; i < len(x); i, j = i+1, j+1 {
+		a[j] += x[i]
+	}
+	return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
+// Max returns the largest element of x (NaN if x holds one), -Inf when x
+// is empty. The result does not depend on the order of the comparisons.
+func Max[T Float](x []T) T {
+	m := [4]T{T(math.Inf(-1)), T(math.Inf(-1)), T(math.Inf(-1)), T(math.Inf(-1))}
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		y := x[i : i+4 : i+4]
+		m[0] = max(m[0], y[0])
+		m[1] = max(m[1], y[1])
+		m[2] = max(m[2], y[2])
+		m[3] = max(m[3], y[3])
+	}
+	for ; i < len(x); i++ {
+		m[0] = max(m[0], x[i])
+	}
+	return max(max(m[0], m[1]), max(m[2], m[3]))
 }

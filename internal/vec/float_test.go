@@ -2,6 +2,7 @@ package vec
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -55,5 +56,41 @@ func TestGenericEntryPoints(t *testing.T) {
 	}
 	if !Is32[myFloat]() || Is32[float64]() {
 		t.Error("Is32")
+	}
+}
+
+// TestMaxAndSum: Max finds the largest element wherever it lies, -Inf for
+// nothing and NaN when there is one; sum32's eight partial sums add up to
+// the sum within float32 rounding, for every length around its blocks.
+func TestMaxAndSum(t *testing.T) {
+	if m := Max([]float32{}); !math.IsInf(float64(m), -1) {
+		t.Errorf("Max of nothing = %v, want -Inf", m)
+	}
+	for n := 1; n <= 21; n++ {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(i%5) - 10
+		}
+		for at := range n {
+			y := slices.Clone(x)
+			y[at] = 3
+			if m := Max(y); m != 3 {
+				t.Errorf("Max, n %d, largest at %d: %v", n, at, m)
+			}
+		}
+		y := slices.Clone(x)
+		y[n/2] = math.NaN()
+		if m := Max(y); !math.IsNaN(m) {
+			t.Errorf("Max with a NaN at %d of %d = %v", n/2, n, m)
+		}
+		x32 := make([]float32, n)
+		var want float64
+		for i := range x32 {
+			x32[i] = float32(i+1) / 7
+			want += float64(x32[i])
+		}
+		if got := float64(sum32(x32)); math.Abs(got-want) > 1e-6*want {
+			t.Errorf("sum32 of %d = %v, want %v", n, got, want)
+		}
 	}
 }
