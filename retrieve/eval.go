@@ -203,6 +203,12 @@ func distractors(dst []int, gold, n int, seed uint64) {
 // document of the lists by decreasing fused score, equal scores by
 // increasing document index. k = 60 is the customary value.
 func RRF(k float64, lists ...[]int) []int {
+	docs, _ := rrf(k, lists...)
+	return docs
+}
+
+// rrf is RRF with the fused score of each document it returns.
+func rrf(k float64, lists ...[]int) ([]int, []float64) {
 	score := map[int]float64{}
 	for _, l := range lists {
 		for r, d := range l {
@@ -222,7 +228,11 @@ func RRF(k float64, lists ...[]int) []int {
 		}
 		return a - b
 	})
-	return docs
+	scores := make([]float64, len(docs))
+	for i, d := range docs {
+		scores[i] = score[d]
+	}
+	return docs, scores
 }
 
 // Fusion is a hybrid Ranker: reciprocal rank fusion of several Rankers over
@@ -242,6 +252,13 @@ func (f Fusion) k() float64 {
 
 // Rank fuses the top Depth documents of every system.
 func (f Fusion) Rank(query string, k int) []int {
+	docs, _ := f.RankScored(query, k)
+	return docs
+}
+
+// RankScored is Rank with the fused score that ordered each document (Score
+// instead fuses the ranks within the documents it is given).
+func (f Fusion) RankScored(query string, k int) ([]int, []float64) {
 	depth := max(f.Depth, k)
 	if f.Depth == 0 {
 		depth = max(100, k)
@@ -250,8 +267,9 @@ func (f Fusion) Rank(query string, k int) []int {
 	for i, s := range f.Systems {
 		lists[i] = s.Rank(query, depth)
 	}
-	out := RRF(f.k(), lists...)
-	return out[:min(k, len(out))]
+	docs, scores := rrf(f.k(), lists...)
+	n := min(k, len(docs))
+	return docs[:n], scores[:n]
 }
 
 // Score ranks docs by each system's Score and fuses those ranks. Equal

@@ -225,6 +225,18 @@ func TestFusionByHand(t *testing.T) {
 	if got := f.Rank("0", 3); !slices.Equal(got, []int{0, 2, 1}) {
 		t.Errorf("Fusion.Rank = %v, want [0 2 1]", got)
 	}
+	// RankScored gives the fused scores that made that order (Score, below,
+	// fuses the ranks within the documents it is given, which differ).
+	docs, fused := f.RankScored("0", 3)
+	wantFused := []float64{1.0/61 + 1.0/62, 1.0/63 + 1.0/61, 1.0/62 + 1.0/63}
+	if !slices.Equal(docs, []int{0, 2, 1}) {
+		t.Errorf("Fusion.RankScored documents %v, want [0 2 1]", docs)
+	}
+	for i := range wantFused {
+		if math.Abs(fused[i]-wantFused[i]) > 1e-15 {
+			t.Errorf("Fusion.RankScored score %d = %.16g, want %.16g", i, fused[i], wantFused[i])
+		}
+	}
 	// Score shares ranks among ties: in b, documents 0 and 1 both have rank 2.
 	scores := make([]float64, 4)
 	f.Score("0", []int{3, 1, 0, 2}, scores)

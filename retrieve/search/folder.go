@@ -190,17 +190,23 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 	if err := f.Model.CheckQuery(query); err != nil {
 		return nil, err
 	}
-	var r retrieve.Ranker = retrieve.Fusion{Systems: []retrieve.Ranker{f.bm25, f.dense.Ranker()}}
+	fusion := retrieve.Fusion{Systems: []retrieve.Ranker{f.bm25, f.dense.Ranker()}}
+	var top []int
+	var scores []float64
 	if f.Reranker != nil {
 		codes := make([]string, len(f.Funcs))
 		for i, p := range f.Funcs {
 			codes[i] = p.Code
 		}
-		r = rerank.NewRanker(f.Reranker, r, codes, max(f.Depth, k))
+		r := rerank.NewRanker(f.Reranker, fusion, codes, max(f.Depth, k))
+		top = r.Rank(query, min(k, len(f.Funcs)))
+		scores = make([]float64, len(top))
+		r.Score(query, top, scores)
+	} else {
+		// the fused scores that ordered the hits, not a fusion of their
+		// ranks among themselves
+		top, scores = fusion.RankScored(query, min(k, len(f.Funcs)))
 	}
-	top := r.Rank(query, min(k, len(f.Funcs)))
-	scores := make([]float64, len(top))
-	r.Score(query, top, scores)
 	hits := make([]Hit, len(top))
 	for i, d := range top {
 		hits[i] = Hit{Pair: f.Funcs[d], Score: scores[i]}
