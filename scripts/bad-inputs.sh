@@ -89,7 +89,7 @@ expect 2 'lr NaN' -- train $tiny -lr NaN -out "$work/r-lr"
 expect 2 'wd -1' -- train $tiny -wd -1 -out "$work/r-lr"
 expect 2 'val-frac' -- retriever data -val-frac 0.7 -test-frac 0.5
 expect 2 'val-frac -1' -- retriever data -val-frac -1
-expect 2 '-model is required' -- lm-eval -src "$src"
+expect 2 '-src DIR and -files LIST' -- lm-eval
 expect 2 'seconds' -- bench -seconds 0
 
 echo "== training never loses a finished run"
@@ -127,7 +127,7 @@ expect 0 '' -- retriever data -src "$src" -out "$work/retr" -quiet
 expect 2 'not empty.*-force' -- retriever data -src "$src" -out "$work/retr" -quiet
 expect 1 'holds no pairs' -- retriever eval -data /dev/null
 expect 2 'unknown system' -- retriever eval -data "$work/retr/train.jsonl" -systems bm25,tfidf
-expect 2 'needs a' -- retriever eval -data "$work/retr/train.jsonl" -systems dense
+expect 2 'needs a' -- retriever eval -data "$work/retr/train.jsonl" -model none -systems dense
 expect 0 '' -- retriever train -data "$work/retr" -out "$work/rrun" -quiet -steps 2 -dim 16 -layers 1 -heads 2 -kv-heads 2 -ffn 32 -vocab 300 -batch 4 -index-data "$work/retr/train.jsonl"
 expect 2 'not empty.*-force' -- retriever train -data "$work/retr" -out "$work/rrun" -quiet
 expect 1 'dual-encoder checkpoint, not a language-model' -- generate -model "$work/rrun/model" -prompt x

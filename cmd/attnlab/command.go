@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/attnlab/attnlab/models"
 )
 
 // runFunc runs a command with its flags parsed; args are the positional
@@ -138,4 +140,36 @@ func parseFlags(fs *flag.FlagSet, args []string, positional bool) ([]string, err
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
+}
+
+// shippedModel returns the folder of the shipped model name (package
+// models), for a command whose -model was omitted.
+func shippedModel(name string) (string, error) {
+	dir, err := models.Dir(name)
+	if err != nil {
+		return "", fmt.Errorf("no -model given, and this build ships no %s model: %w", name, err)
+	}
+	return dir, nil
+}
+
+// shippedRetriever fills an omitted -model with the shipped dual encoder
+// and, then, an omitted -reranker with the shipped reranker; -reranker
+// none becomes "" (no reranking).
+func shippedRetriever(model, reranker *string) error {
+	if *model == "" {
+		dir, err := shippedModel(models.Encoder)
+		if err != nil {
+			return err
+		}
+		*model = dir
+		if *reranker == "" {
+			if *reranker, err = shippedModel(models.Reranker); err != nil {
+				return err
+			}
+		}
+	}
+	if *reranker == "none" {
+		*reranker = ""
+	}
+	return nil
 }

@@ -9,15 +9,17 @@ import (
 	"path/filepath"
 
 	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/models"
 	"github.com/attnlab/attnlab/tokenizer"
 )
 
 var generateCmd = register(&command{
 	name:  "generate",
-	usage: "-model DIR -prompt TEXT [-n N] [-temp T] [-topk K] [-topp P] [-repeat-penalty R -repeat-window W] [-seed S]",
-	short: "continue a prompt with a trained checkpoint, streaming the tokens",
+	usage: "[-model DIR] -prompt TEXT [-n N] [-temp T] [-topk K] [-topp P] [-repeat-penalty R -repeat-window W] [-seed S]",
+	short: "continue a prompt with a language model, streaming the tokens",
 	long: `Generate loads a checkpoint directory (config.json, model.safetensors and
-tokenizer.json, as attnlab train writes them), encodes the prompt, and
+tokenizer.json, as attnlab train writes them; without -model, the language
+model attnlab ships, pretrained on Go source), encodes the prompt, and
 continues it token by token through a KV cache, printing each token as it
 is chosen. It stops at the end-of-text token or after -n tokens.
 
@@ -26,7 +28,8 @@ temperature, cut to the -topk most likely tokens and to the smallest set
 reaching probability -topp, and sampled with -seed. -repeat-penalty > 1
 discourages tokens seen in the last -repeat-window tokens.
 
-Example: attnlab generate -model run1/checkpoint -prompt "func main() {" -n 80`,
+Example: attnlab generate -prompt "// Reverse returns s with its runes in reverse order." -temp 0 -n 60
+         attnlab generate -model run1/checkpoint -prompt "func main() {" -n 80`,
 })
 
 type generateOpts struct {
@@ -38,7 +41,7 @@ type generateOpts struct {
 func init() {
 	generateCmd.define = func(fs *flag.FlagSet) runFunc {
 		o := &generateOpts{}
-		fs.StringVar(&o.model, "model", "", "checkpoint directory")
+		fs.StringVar(&o.model, "model", "", "checkpoint directory (default: the shipped language model)")
 		fs.StringVar(&o.prompt, "prompt", "", "text to continue")
 		fs.IntVar(&o.n, "n", 100, "tokens to generate at most")
 		fs.Float64Var(&o.s.Temperature, "temp", 0.8, "temperature (0: greedy)")
@@ -58,8 +61,6 @@ func init() {
 
 func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 	switch {
-	case o.model == "":
-		return usageError{"-model is required"}
 	case o.prompt == "":
 		return usageError{"-prompt is required"}
 	case o.n < 0:
@@ -67,6 +68,13 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 	}
 	if err := o.s.Validate(); err != nil {
 		return usageError{err.Error()}
+	}
+	if o.model == "" {
+		dir, err := shippedModel(models.LM)
+		if err != nil {
+			return err
+		}
+		o.model = dir
 	}
 	m, p, err := loadLM(o.model)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/attnlab/attnlab/models"
+
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -36,7 +38,7 @@ xz_bits_per_byte, xz_per_file_bits_per_byte and every compressor.
 Example: attnlab lm-eval -model run1/checkpoint -src $(go env GOROOT)/src/net/http`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &train.LMEvalOptions{Compressors: true}
-		fs.StringVar(&o.Model, "model", "", "language-model checkpoint folder (required)")
+		fs.StringVar(&o.Model, "model", "", "language-model checkpoint folder (default: the shipped language model)")
 		fs.StringVar(&o.Src, "src", "", "folder of Go source to evaluate on")
 		list := fs.String("files", "", "file listing the Go files to evaluate on, one a line")
 		root := fs.String("root", ".", "folder the paths of -files are relative to")
@@ -51,8 +53,6 @@ Example: attnlab lm-eval -model run1/checkpoint -src $(go env GOROOT)/src/net/ht
 				return err
 			}
 			switch {
-			case o.Model == "":
-				return usagef("-model is required")
 			case (o.Src == "") == (*list == ""):
 				return usagef("give one of -src DIR and -files LIST")
 			case o.Window < 0 || o.Stride < 0 || o.Batch < 1:
@@ -64,6 +64,13 @@ Example: attnlab lm-eval -model run1/checkpoint -src $(go env GOROOT)/src/net/ht
 					return err
 				}
 				o.Files = files
+			}
+			if o.Model == "" {
+				dir, err := shippedModel(models.LM)
+				if err != nil {
+					return err
+				}
+				o.Model = dir
 			}
 			o.Compressors = !*noComp
 			var bar *progress

@@ -63,7 +63,7 @@ func TestLMEval(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"lm-eval", "-src", src}, 2, "-model is required"},
+		{[]string{"lm-eval"}, 2, "-src DIR and -files LIST"},
 		{[]string{"lm-eval", "-model", ckpt}, 2, "-src DIR and -files LIST"},
 		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-files", missing}, 2, "-src DIR and -files LIST"},
 		{[]string{"lm-eval", "-model", ckpt, "-files", missing, "-root", src}, 1, "list.txt:1"},

@@ -42,8 +42,8 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		o := &search.EvalOptions{}
 		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs (required)")
 		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
-		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder")
-		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems")
+		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")
+		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
 		fs.IntVar(&o.Depth, "rerank-depth", 20, "first-stage candidates the reranker re-scores per query")
 		fs.StringVar(&o.WriteIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing -write-index folder")
@@ -61,6 +61,17 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 				return usagef("-data is required")
 			case o.Candidates < 2 || o.Workers < 0 || o.Depth < 1:
 				return usagef("-candidates %d, -workers %d, -rerank-depth %d: want candidates >= 2, workers >= 0, depth >= 1", o.Candidates, o.Workers, o.Depth)
+			}
+			if o.Model == "none" {
+				o.Model = ""
+				if o.Reranker == "" {
+					o.Reranker = "none"
+				}
+			} else if err := shippedRetriever(&o.Model, &o.Reranker); err != nil {
+				return err
+			}
+			if o.Reranker == "none" {
+				o.Reranker = ""
 			}
 			if *systems != "" {
 				for _, s := range strings.Split(*systems, ",") {

@@ -60,7 +60,7 @@ func TestRetrieverDataThenEval(t *testing.T) {
 		t.Errorf("the splits hold %d pairs, want 80", total)
 	}
 
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(out, "train.jsonl"), "-systems", "bm25", "-workers", "1")
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(out, "train.jsonl"), "-model", "none", "-systems", "bm25", "-workers", "1")
 	if code != 0 {
 		t.Fatalf("eval exited %d\n%s\n%s", code, stdout, stderr)
 	}

@@ -483,10 +483,11 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 		t.Errorf("eval -json exited %d (%v)\n%s\n%s", code, err, stdout, stderr)
 	}
 
-	// bad input: a reranker folder that is a dual encoder's; +rerank without -reranker
+	// bad input: a reranker folder that is a dual encoder's; +rerank with no
+	// reranker (-model none: BM25 alone, not the shipped models)
 	for _, args := range [][]string{
 		{"-reranker", filepath.Join(out, "model")},
-		{"-systems", "bm25+rerank"},
+		{"-model", "none", "-systems", "bm25+rerank"},
 		{"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "0"},
 	} {
 		code, stdout, stderr := attnlab(t, append([]string{"retriever", "eval", "-data", filepath.Join(data, "test.jsonl")}, args...)...)

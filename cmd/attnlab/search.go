@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/attnlab/attnlab/models"
 	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 	"github.com/attnlab/attnlab/retrieve/search"
@@ -18,7 +19,7 @@ import (
 
 var searchCmd = register(&command{
 	name:  "search",
-	usage: "(-src DIR [-model DIR] [-reranker DIR] [-cache DIR] | -index DIR) [-k N] [-code] QUERY…",
+	usage: "(-src DIR [-model DIR] [-reranker DIR|shipped] [-cache DIR] | -index DIR) [-k N] [-code] QUERY…",
 	short: "search Go code in natural language: a folder of your own, or a prepared index",
 	long: `Search finds the Go functions that answer a question in words.
 
@@ -26,7 +27,10 @@ With -src it indexes a folder of Go code (every function and method with a
 body in its non-test .go files; vendor, testdata, hidden folders and
 generated files skipped, unreadable files counted) with the dual encoder of
 -model, ranks by the reciprocal rank fusion of BM25 and the encoder, and
-re-scores the top -depth with the reranker of -reranker. Embeddings are
+re-scores the top -depth with the reranker of -reranker (-reranker shipped:
+the reranker attnlab ships, which measured below the fusion alone, so it
+is not the default). Without -model it uses the encoder attnlab ships.
+Embeddings are
 cached by file content under -cache, per encoder: a second search of an
 unchanged tree embeds nothing, an edited file is embedded again alone, and
 a cache written by another model is never read.
@@ -40,7 +44,8 @@ words that are not flags form the query (flags may come before or after it;
 after "--" every word is the query's). A query in which the encoder reads
 nothing is an error. Timings go to stderr.
 
-Example: attnlab search -src ~/src/myproject -model run/model -reranker run/reranker "parse the config file"`,
+Example: attnlab search -src ~/src/myproject "parse the config file"
+         attnlab search -src ~/src/myproject -model run/model -reranker run/reranker "parse the config file"`,
 })
 
 type searchOpts struct {
@@ -54,8 +59,8 @@ func init() {
 	searchCmd.define = func(fs *flag.FlagSet) runFunc {
 		o := &searchOpts{}
 		fs.StringVar(&o.src, "src", "", "folder of Go code to index and search")
-		fs.StringVar(&o.model, "model", "", "with -src: the dual encoder (retriever train's OUT/model)")
-		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker); \"\" none")
+		fs.StringVar(&o.model, "model", "", "with -src: the dual encoder (retriever train's OUT/model; default: the shipped encoder)")
+		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker; shipped: the shipped one; default: none)")
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
 		fs.IntVar(&o.depth, "depth", 20, "with -src and -reranker: candidates the reranker re-scores")
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
@@ -71,8 +76,6 @@ func init() {
 				return usagef("missing query")
 			case o.k < 1 || o.depth < 1:
 				return usagef("-k %d, -depth %d: want >= 1", o.k, o.depth)
-			case o.src != "" && o.model == "":
-				return usagef("-src needs -model")
 			}
 			if o.index != "" {
 				return searchIndex(o, query, stdout)
@@ -91,6 +94,21 @@ func defaultCache() string {
 }
 
 func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Writer) error {
+	// The shipped reranker measured below the fusion it re-scores (README,
+	// "Code retrieval"): search reranks only when asked.
+	switch o.reranker {
+	case "":
+		o.reranker = "none"
+	case "shipped":
+		dir, err := shippedModel(models.Reranker)
+		if err != nil {
+			return err
+		}
+		o.reranker = dir
+	}
+	if err := shippedRetriever(&o.model, &o.reranker); err != nil {
+		return err
+	}
 	m, err := dense.LoadFolder(o.model)
 	if err != nil {
 		return err

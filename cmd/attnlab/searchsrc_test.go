@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -49,9 +50,19 @@ func TestSearchSrc(t *testing.T) {
 	p := filepath.Join(src, "pkg07", "p.go")
 	b, _ := os.ReadFile(p)
 	os.WriteFile(p, append(b, []byte("\n// Extra returns one.\nfunc Extra() int { return 1 }\n")...), 0o644)
-	third, _ := search(model)
+	third, out3 := search(model)
 	if third[0] != "81" || third[2] != "39" || third[3] != "3" {
 		t.Errorf("after an edit: %v, want 81 functions, 39 files from the cache, 3 embedded", third)
+	}
+	// without a reranker the scores are the fused scores that ordered the hits
+	var last float64
+	for i, row := range strings.Split(strings.TrimSpace(out3), "\n") {
+		f := strings.Fields(row)
+		score, err := strconv.ParseFloat(f[1], 64)
+		if err != nil || i > 0 && score > last {
+			t.Errorf("hit %d scores %q after %g: want non-increasing scores\n%s", i+1, f[1], last, out3)
+		}
+		last = score
 	}
 	// an unreadable file is skipped and counted
 	os.WriteFile(filepath.Join(src, "pkg08", "broken.go"), []byte("package pkg08\nfunc ("), 0o644)
@@ -70,7 +81,6 @@ func TestSearchSrc(t *testing.T) {
 		want string
 	}{
 		{[]string{"search", "-src", t.TempDir(), "-model", model, "query"}, 1, "no Go file"},
-		{[]string{"search", "-src", src, "query"}, 2, "-src needs -model"},
 		{[]string{"search", "-src", src, "-model", model, "!!!"}, 1, "nothing the encoder reads"},
 	} {
 		code, _, stderr := attnlab(t, c.args...)

@@ -1,0 +1,37 @@
+// Package models holds the models attnlab ships, embedded in the binary so
+// that generate, lm-eval, search and retriever eval work with no training:
+//
+//	lm        the language model of Go source (the default of generate and lm-eval)
+//	encoder   the code retriever's dual encoder (the default -model of search and retriever eval)
+//	reranker  its reranker (the default -reranker)
+//
+// weights/README.md says which command produced each. Dir extracts a model
+// into the user's cache directory on first use, under a name that includes
+// a hash of its files, and reads it from there afterwards.
+package models
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed weights
+var weights embed.FS
+
+// The shipped models.
+const (
+	LM       = "lm"
+	Encoder  = "encoder"
+	Reranker = "reranker"
+)
+
+// Dir returns a directory holding the files of the shipped model name,
+// extracting them on first use. It returns an error naming the model if
+// this build ships no such model.
+func Dir(name string) (string, error) {
+	sub, err := fs.Sub(weights, "weights")
+	if err != nil {
+		return "", err
+	}
+	return extract(sub, name, cacheRoot())
+}

@@ -1,0 +1,43 @@
+package models_test
+
+import (
+	"testing"
+
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/models"
+	"github.com/attnlab/attnlab/retrieve/dense"
+	"github.com/attnlab/attnlab/retrieve/rerank"
+)
+
+// TestShippedModelsLoad: each shipped model extracts and loads as the kind
+// the commands expect.
+func TestShippedModelsLoad(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	lm, err := models.Dir(models.LM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := model.LoadLM[float32](lm); err != nil {
+		t.Errorf("language model: %v", err)
+	}
+	enc, err := models.Dir(models.Encoder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.CheckKind(enc, model.KindDualEncoder); err != nil {
+		t.Error(err)
+	}
+	if _, err := dense.Load(enc); err != nil {
+		t.Errorf("encoder: %v", err)
+	}
+	rr, err := models.Dir(models.Reranker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rerank.Load(rr); err != nil {
+		t.Errorf("reranker: %v", err)
+	}
+	if _, err := models.Dir("nosuch"); err == nil {
+		t.Error("an unknown model name was accepted")
+	}
+}
