@@ -64,14 +64,11 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			}
 			if o.Model == "none" {
 				o.Model = ""
-				if o.Reranker == "" {
-					o.Reranker = "none"
+				if o.Reranker == "none" {
+					o.Reranker = ""
 				}
 			} else if err := shippedRetriever(&o.Model, &o.Reranker); err != nil {
 				return err
-			}
-			if o.Reranker == "none" {
-				o.Reranker = ""
 			}
 			if *systems != "" {
 				for _, s := range strings.Split(*systems, ",") {

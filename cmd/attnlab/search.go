@@ -96,18 +96,19 @@ func defaultCache() string {
 func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Writer) error {
 	// The shipped reranker measured below the fusion it re-scores (README,
 	// "Code retrieval"): search reranks only when asked.
-	switch o.reranker {
-	case "":
-		o.reranker = "none"
-	case "shipped":
-		dir, err := shippedModel(models.Reranker)
-		if err != nil {
+	var err error
+	if o.model == "" {
+		if o.model, err = shippedModel(models.Encoder); err != nil {
 			return err
 		}
-		o.reranker = dir
 	}
-	if err := shippedRetriever(&o.model, &o.reranker); err != nil {
-		return err
+	switch o.reranker {
+	case "shipped":
+		if o.reranker, err = shippedModel(models.Reranker); err != nil {
+			return err
+		}
+	case "none":
+		o.reranker = ""
 	}
 	m, err := dense.LoadFolder(o.model)
 	if err != nil {
