@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
 )
 
@@ -31,13 +32,30 @@ type State struct {
 // Files returns the extra checkpoint files of the run: the optimiser's
 // moments (as float32 or float64, like the parameters) and the state.
 func (t *Trainer[T]) Files() (map[string][]byte, error) {
+	opt, err := MarshalMoments(t.Opt, t.params)
+	if err != nil {
+		return nil, err
+	}
+	st, err := json.MarshalIndent(State{Step: t.Step, Epoch: t.Cursor.Epoch, Next: t.Cursor.Next, Seed: t.Cursor.Seed,
+		Windows: len(t.Data.Tokens), Options: t.Options}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{OptimizerFile: opt, StateFile: append(st, '\n')}, nil
+}
+
+// MarshalMoments returns the safetensors file of opt's first and second
+// moments of params ("m.NAME", "v.NAME", as float32 or float64 like the
+// parameters) with its step count in the metadata: what an AdamW needs,
+// beside the parameters, to continue exactly.
+func MarshalMoments[T nn.Float](opt *AdamW[T], params []Param[T]) ([]byte, error) {
 	f := safetensors.New()
-	f.Metadata = map[string]string{"step": strconv.Itoa(t.Opt.Step)}
-	for _, p := range t.params {
+	f.Metadata = map[string]string{"step": strconv.Itoa(opt.Step)}
+	for _, p := range params {
 		for _, kv := range []struct {
 			prefix string
 			data   []T
-		}{{"m.", t.Opt.M[p.Name]}, {"v.", t.Opt.V[p.Name]}} {
+		}{{"m.", opt.M[p.Name]}, {"v.", opt.V[p.Name]}} {
 			data := kv.data
 			if data == nil {
 				data = make([]T, len(p.X))
@@ -50,16 +68,44 @@ func (t *Trainer[T]) Files() (map[string][]byte, error) {
 			}
 		}
 	}
-	opt, err := f.MarshalBinary()
+	return f.MarshalBinary()
+}
+
+// ReadMoments restores opt's moments of params and its step count from a
+// file written by MarshalMoments. It returns an error naming the file and
+// tensor when one is missing or of another shape.
+func ReadMoments[T nn.Float](opt *AdamW[T], params []Param[T], path string) error {
+	f, err := safetensors.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	st, err := json.MarshalIndent(State{Step: t.Step, Epoch: t.Cursor.Epoch, Next: t.Cursor.Next, Seed: t.Cursor.Seed,
-		Windows: len(t.Data.Tokens), Options: t.Options}, "", "  ")
+	name := filepath.Base(path)
+	step, err := strconv.Atoi(f.Metadata["step"])
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("%s: metadata step %q: %v", name, f.Metadata["step"], err)
 	}
-	return map[string][]byte{OptimizerFile: opt, StateFile: append(st, '\n')}, nil
+	m, v := map[string][]T{}, map[string][]T{}
+	for _, p := range params {
+		for _, kv := range []struct {
+			prefix string
+			dst    map[string][]T
+		}{{"m.", m}, {"v.", v}} {
+			x, shape, err := f.Float64(kv.prefix + p.Name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if !slices.Equal(shape, []int{len(p.X)}) {
+				return fmt.Errorf("%s: tensor %q has shape %v, want [%d]", name, kv.prefix+p.Name, shape, len(p.X))
+			}
+			w := make([]T, len(x))
+			for i, e := range x {
+				w[i] = T(e)
+			}
+			kv.dst[p.Name] = w
+		}
+	}
+	opt.M, opt.V, opt.Step = m, v, step
+	return nil
 }
 
 // Resume restores the optimiser and the data cursor from a checkpoint
@@ -81,34 +127,10 @@ func (t *Trainer[T]) Resume(dir string) error {
 	if st.Options != t.Options {
 		return fmt.Errorf("train: resume: %s: the checkpoint's options %+v differ from this run's %+v", StateFile, st.Options, t.Options)
 	}
-	f, err := safetensors.ReadFile(filepath.Join(dir, OptimizerFile))
-	if err != nil {
+	if err := ReadMoments(t.Opt, t.params, filepath.Join(dir, OptimizerFile)); err != nil {
 		return fmt.Errorf("train: resume: %w", err)
 	}
-	step, err := strconv.Atoi(f.Metadata["step"])
-	if err != nil {
-		return fmt.Errorf("train: resume: %s: metadata step %q: %v", OptimizerFile, f.Metadata["step"], err)
-	}
-	for _, p := range t.params {
-		for _, kv := range []struct {
-			prefix string
-			dst    map[string][]T
-		}{{"m.", t.Opt.M}, {"v.", t.Opt.V}} {
-			x, shape, err := f.Float64(kv.prefix + p.Name)
-			if err != nil {
-				return fmt.Errorf("train: resume: %s: %w", OptimizerFile, err)
-			}
-			if !slices.Equal(shape, []int{len(p.X)}) {
-				return fmt.Errorf("train: resume: %s: tensor %q has shape %v, want [%d]", OptimizerFile, kv.prefix+p.Name, shape, len(p.X))
-			}
-			v := make([]T, len(x))
-			for i, e := range x {
-				v[i] = T(e)
-			}
-			kv.dst[p.Name] = v
-		}
-	}
-	t.Opt.Step, t.Step = step, st.Step
+	t.Step = st.Step
 	t.Cursor.Seed = st.Seed
 	t.Cursor.Restore(st.Epoch, st.Next)
 	return nil

@@ -12,7 +12,7 @@ import (
 
 var retrieverRerankCmd = &command{
 	name:  "rerank",
-	usage: "-data DIR [-out DIR] [-model DIR] [-force] [model, negative and optimiser flags]",
+	usage: "-data DIR [-out DIR] [-model DIR] [-force | -resume] [model, negative and optimiser flags]",
 	short: "train the cross-encoder reranker on the dual encoder's blocks",
 	long: `Retriever rerank trains a cross-encoder reranker: the sequence "query SEP
 code" goes through the transformer of the dual encoder of -model (OUT/model
@@ -29,8 +29,11 @@ loss is each group's softmax cross-entropy against its positive.
 It writes OUT/reranker and OUT/rerank-curves.csv (one row per step) and
 reports the loss and group accuracy as means of the first and last 50
 steps, then the validation MRR@10 of bm25, dense, hybrid and
-hybrid+rerank. An existing OUT/reranker is refused unless -force. Ctrl-C or
-SIGTERM saves the reranker so far and stops.
+hybrid+rerank. An existing OUT/reranker is refused unless -force (start
+over) or -resume (continue). The reranker is checkpointed every
+-save-every steps with its optimisers' state; Ctrl-C or SIGTERM saves it
+and stops, and the same command with -resume continues exactly where it
+stopped.
 
 Example: attnlab retriever rerank -data retr -out run`,
 	define: func(fs *flag.FlagSet) runFunc {
@@ -39,6 +42,8 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.StringVar(&o.Out, "out", "retriever-run", "output folder: OUT/reranker and OUT/rerank-curves.csv")
 		fs.StringVar(&o.Model, "model", "", "the trained dual encoder the reranker starts from and mines negatives with (default OUT/model)")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing OUT/reranker")
+		fs.BoolVar(&o.Resume, "resume", false, "continue the training in OUT/reranker from its last checkpoint (the same command and data; the steps taken are those of an uninterrupted run)")
+		fs.IntVar(&o.SaveEvery, "save-every", 100, "checkpoint every N steps (0: at the end and on an interrupt only)")
 		fs.IntVar(&o.MaxQuery, "max-query", 32, "query tokens kept")
 		fs.IntVar(&o.MaxCode, "max-code", 128, "code tokens kept")
 		fs.IntVar(&o.Cross, "cross-layers", 1, "new blocks above the dual encoder's, where query and code attend to each other (0: they do in every block)")
@@ -80,7 +85,7 @@ func runRetrieverRerank(ctx context.Context, o *rerank.RunOptions, quiet bool, s
 			l.Steps(), l.Time.Seconds(), l.TokensPerSec(), l.FirstMean("loss"), l.LastMean("loss"),
 			l.FirstMean("accuracy"), l.LastMean("accuracy"), l.TrendWindow())
 	}
-	if res != nil && stopped(ctx, err, trained, res.Reranker, stdout) {
+	if res != nil && stopped(ctx, err, trained, res.Reranker, "; the same command with -resume continues it", stdout) {
 		return err
 	}
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 var retrieverTrainCmd = &command{
 	name:  "train",
-	usage: "-data DIR [-out DIR] [-force] [model, loss and optimiser flags]",
+	usage: "-data DIR [-out DIR] [-force | -resume] [model, loss and optimiser flags]",
 	short: "train the dual encoder (InfoNCE over in-batch and mined hard negatives)",
 	long: `Retriever train trains a dense dual encoder on DATA/train.jsonl: the
 encoder reads the code-aware terms of queries and code (-text terms, the
@@ -36,8 +36,10 @@ writes OUT/curves.csv (one row per step, written every 50 steps and at the
 end), the checkpoint OUT/model and OUT/index, the embeddings of
 -index-data (DATA/test.jsonl by default) for "attnlab search", and reports
 MRR@10 of the model and of BM25 on DATA/val.jsonl. An OUT that is not empty
-is refused unless -force. Ctrl-C or SIGTERM saves the model so far and
-stops; before the first step nothing is written.
+is refused unless -force (start over) or -resume (continue). The model is
+checkpointed every -save-every steps with the optimiser's state; Ctrl-C or
+SIGTERM saves it and stops (before the first step nothing is written), and
+the same command with -resume continues exactly where it stopped.
 
 Example: attnlab retriever train -data retr -out run`,
 	define: func(fs *flag.FlagSet) runFunc {
@@ -45,6 +47,8 @@ Example: attnlab retriever train -data retr -out run`,
 		fs.StringVar(&o.Data, "data", "", "folder of train.jsonl, val.jsonl and test.jsonl, as retriever data writes it (required)")
 		fs.StringVar(&o.Out, "out", "retriever-run", "output folder: model, index, curves.csv")
 		fs.BoolVar(&o.Force, "force", false, "replace the run in an OUT that is not empty")
+		fs.BoolVar(&o.Resume, "resume", false, "continue the run in OUT from its last checkpoint (the same command and data; the steps taken are those of an uninterrupted run)")
+		fs.IntVar(&o.SaveEvery, "save-every", 100, "checkpoint every N steps (0: at the end and on an interrupt only)")
 		indexData := fs.String("index-data", "", "comma-separated JSONL files whose code OUT/index holds (default DATA/test.jsonl)")
 		fs.StringVar(&o.Init, "init", "", "start from this language-model checkpoint (attnlab train's OUT/checkpoint): its tokenizer and transformer, raw text; -text, -vocab and the model sizes are then its")
 		fs.IntVar(&o.InitLayers, "init-layers", 0, "with -init: keep the language model's first N blocks (0: all)")
@@ -98,7 +102,7 @@ func runRetrieverTrain(ctx context.Context, o *dense.RunOptions, quiet bool, std
 		fmt.Fprintf(stdout, "trained %d steps in %.0f s (%.0f tokens/s); loss %.3f → %.3f, in-batch accuracy %.2f → %.2f (means of the first and last %d steps)\n",
 			l.Steps(), l.Time.Seconds(), l.TokensPerSec(), l.FirstMean("loss"), l.LastMean("loss"), l.FirstMean("accuracy"), l.LastMean("accuracy"), l.TrendWindow())
 	}
-	if stopped(ctx, err, res != nil && res.Loop.Steps() > 0, filepath.Join(o.Out, dense.ModelDir), stdout) {
+	if stopped(ctx, err, res != nil && res.Loop.Steps() > 0, filepath.Join(o.Out, dense.ModelDir), "; the same command with -resume continues it", stdout) {
 		return err
 	}
 	if err != nil {
@@ -137,12 +141,12 @@ func events(stdout io.Writer, steps int, what string, quiet bool) train.Events {
 
 // stopped reports, for a training job that returned err, whether it was
 // interrupted, after saying what was kept.
-func stopped(ctx context.Context, err error, trained bool, saved string, stdout io.Writer) bool {
+func stopped(ctx context.Context, err error, trained bool, saved, hint string, stdout io.Writer) bool {
 	if ctx.Err() == nil || err == nil {
 		return false
 	}
 	if trained {
-		fmt.Fprintf(stdout, "interrupted: the model so far is saved in %s\n", saved)
+		fmt.Fprintf(stdout, "interrupted: the model so far is saved in %s%s\n", saved, hint)
 	} else {
 		fmt.Fprintln(stdout, "interrupted before the first step: nothing written")
 	}

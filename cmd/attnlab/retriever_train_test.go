@@ -536,3 +536,33 @@ func TestRetrieverTrainFromLM(t *testing.T) {
 		t.Errorf("-init with a dual encoder: exit %d, %s", code, stderr)
 	}
 }
+
+// TestRetrieverTrainResume: a finished run is refused without -force or
+// -resume (the refusal names both), -resume with -force is a usage error,
+// and -resume of a finished run takes no step and changes no weight. The
+// exactness of an interrupted and resumed run is tested in package dense.
+func TestRetrieverTrainResume(t *testing.T) {
+	data := retrieverData(t)
+	out := filepath.Join(t.TempDir(), "run")
+	trainRetriever(t, data, out)
+	weights := filepath.Join(out, dense.ModelDir, "model.safetensors")
+	before, err := os.ReadFile(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"retriever", "train", "-data", data, "-out", out}, tinyRetriever...)
+	code, _, stderr := attnlab(t, args...)
+	if code != 2 || !strings.Contains(stderr, "-resume") || !strings.Contains(stderr, "-force") {
+		t.Errorf("a second run into a finished one: exit %d, stderr %q; want 2 and a refusal naming -resume and -force", code, stderr)
+	}
+	if code, _, _ := attnlab(t, append(args, "-resume", "-force")...); code != 2 {
+		t.Errorf("-resume with -force: exit %d, want 2", code)
+	}
+	code, stdout, stderr := attnlab(t, append(args, "-resume")...)
+	if code != 0 || strings.Contains(stdout, "trained") {
+		t.Errorf("-resume of a finished run: exit %d, want 0 and no step taken\n%s%s", code, stdout, stderr)
+	}
+	if after, err := os.ReadFile(weights); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("-resume of a finished run changed the weights (%v)", err)
+	}
+}

@@ -193,7 +193,11 @@ func (m *Model) Fingerprint() (string, error) {
 }
 
 // Save writes the checkpoint directory dir atomically (see model.Save).
-func (m *Model) Save(dir string) error {
+func (m *Model) Save(dir string) error { return m.SaveWith(dir, nil) }
+
+// SaveWith is Save with more files written into dir beside the model's (a
+// training run's optimiser and state).
+func (m *Model) SaveWith(dir string, extra map[string][]byte) error {
 	var tok bytes.Buffer
 	if err := m.Tok.WriteJSON(&tok); err != nil {
 		return fmt.Errorf("dense: %w", err)
@@ -202,7 +206,11 @@ func (m *Model) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("dense: %w", err)
 	}
-	return m.Enc.Model.Save(dir, m.Enc.Params, map[string][]byte{TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n')})
+	files := map[string][]byte{TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n')}
+	for name, data := range extra {
+		files[name] = data
+	}
+	return m.Enc.Model.Save(dir, m.Enc.Params, files)
 }
 
 // Load reads a checkpoint directory written by Save.

@@ -28,6 +28,8 @@ type RunOptions struct {
 	IndexData []string // JSONL files whose code OUT/index holds (default DATA/test.jsonl)
 	Out       string   // the run folder: model, index, curves
 	Force     bool     // replace an Out that holds a run
+	Resume    bool     // continue the run in Out (the same options and data)
+	SaveEvery int      // checkpoint every SaveEvery steps (0: at the end and on an interrupt only)
 
 	Settings Settings     // text, sequence lengths, τ
 	Vocab    int          // tokenizer size
@@ -55,6 +57,10 @@ func (o RunOptions) Validate() error {
 	switch {
 	case o.Data == "":
 		return errors.New("no data folder")
+	case o.Resume && o.Force:
+		return errors.New("resume and force: choose one")
+	case o.SaveEvery < 0:
+		return fmt.Errorf("save-every %d: want 0 (at the end only) or more steps", o.SaveEvery)
 	case o.Steps < 1 || o.Batch < 2 || o.HardNegatives < 0 || o.Warmup < 0 || o.Chunk < 0:
 		return fmt.Errorf("steps %d, batch %d, hard-negatives %d, warmup %d, chunk %d: want steps >= 1, batch >= 2, the others >= 0",
 			o.Steps, o.Batch, o.HardNegatives, o.Warmup, o.Chunk)
@@ -111,9 +117,13 @@ type RunResult struct {
 // Run trains the dual encoder as o describes, then reports validation MRR@10
 // beside BM25's and writes the index of o.IndexData.
 //
-// An Out that holds a run is refused unless o.Force. An interrupt before
-// the first step writes nothing; after it, the model so far is saved and
-// ctx's error returned. A non-finite step saves nothing.
+// An Out that holds a run is refused unless o.Force (start over) or
+// o.Resume (continue it from its last checkpoint: the weights, the
+// optimiser's moments and the place in the data, so that the resumed run
+// takes the steps the whole run would have taken, bit for bit). An
+// interrupt before the first step writes nothing; after it, the model so
+// far is saved with its training state and ctx's error returned. A
+// non-finite step keeps the last checkpoint.
 func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -122,8 +132,19 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if len(indexFiles) == 0 {
 		indexFiles = []string{filepath.Join(o.Data, "test.jsonl")}
 	}
-	if err := (output.Target{Path: o.Out, Replace: o.Force, Inputs: append([]string{o.Data, o.Init}, indexFiles...)}).Dir(); err != nil {
+	ckpt := filepath.Join(o.Out, ModelDir)
+	target := output.Target{Path: o.Out, Replace: o.Force || o.Resume, Inputs: append([]string{o.Data, o.Init}, indexFiles...)}
+	if err := target.Dir(); err != nil {
+		if errors.Is(err, output.ErrExists) {
+			target.Hint = "-resume continues its training, -force starts over"
+			return nil, target.Dir()
+		}
 		return nil, err
+	}
+	if o.Resume {
+		if _, err := os.Stat(filepath.Join(ckpt, train.StateFile)); err != nil {
+			return nil, fmt.Errorf("dense: -resume: %s holds no training state to continue (%v)", ckpt, err)
+		}
 	}
 	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
 	if err != nil {
@@ -155,7 +176,12 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	// learned on the pairs.
 	t0 := time.Now()
 	var m *Model
-	if o.Init != "" {
+	if o.Resume {
+		if m, err = Load(ckpt); err != nil {
+			return nil, err
+		}
+		ev.Logf("encoder: resuming %s", ckpt)
+	} else if o.Init != "" {
 		if m, err = FromLM(o.Init, o.Settings, o.InitLayers); err != nil {
 			return nil, err
 		}
@@ -188,13 +214,13 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	cfg := m.Enc.Model.Config
 	opt := o.optim()
 	tr, err := NewTrainer(m.Enc, NewData(m, trainPairs, negs), Options{
-		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: m.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
+		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
 		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
 	})
 	if err != nil {
 		return nil, err
 	}
-	res := &RunResult{Model: filepath.Join(o.Out, ModelDir), Index: filepath.Join(o.Out, IndexDir), ValPairs: len(valPairs)}
+	res := &RunResult{Model: ckpt, Index: filepath.Join(o.Out, IndexDir), ValPairs: len(valPairs)}
 	for _, t := range m.Enc.Model.Tensors(m.Enc.Params) {
 		res.Params += len(t.Data)
 	}
@@ -205,7 +231,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	loop := &train.Loop{Steps: o.Steps, Curves: filepath.Join(o.Out, CurvesFile), WriteEvery: 50, Progress: ev.Progress,
+	loop := &train.Loop{Steps: o.Steps, Curves: filepath.Join(o.Out, CurvesFile), WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "tau", "docs", "tokens"},
 		Step: func() (train.Record, error) {
 			s, err := tr.TrainStep()
@@ -217,10 +243,23 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		},
 		Save: func() error {
 			m.Settings.Tau = tr.Tau
-			return m.Save(res.Model)
+			files, err := tr.Files()
+			if err != nil {
+				return err
+			}
+			return m.SaveWith(res.Model, files)
 		},
 	}
-	if res.Loop, err = loop.Run(ctx, 0); err != nil {
+	if o.Resume {
+		if err := tr.Resume(ckpt); err != nil {
+			return nil, err
+		}
+		if loop.Rows, err = train.ReadCurves(loop.Curves, tr.Step); err != nil {
+			return nil, err
+		}
+		ev.Logf("resuming at step %d of %d", tr.Step, o.Steps)
+	}
+	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
 		return res, err
 	}
 

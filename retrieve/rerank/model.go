@@ -327,7 +327,11 @@ func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer
 // Save writes the checkpoint directory dir atomically (see model.Save): a
 // Hugging Face Llama directory (tied embeddings) with tokenizer.json,
 // rerank.json and score.safetensors, the (D) tensor "score.weight".
-func (m *Model) Save(dir string) error {
+func (m *Model) Save(dir string) error { return m.SaveWith(dir, nil) }
+
+// SaveWith is Save with more files written into dir beside the model's (a
+// training run's optimisers and state).
+func (m *Model) SaveWith(dir string, extra map[string][]byte) error {
 	var tok bytes.Buffer
 	if err := m.Tok.WriteJSON(&tok); err != nil {
 		return fmt.Errorf("rerank: %w", err)
@@ -349,8 +353,11 @@ func (m *Model) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("rerank: %w", err)
 	}
-	return m.Enc.Model.Save(dir, m.Enc.Params, map[string][]byte{
-		TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n'), HeadFile: head})
+	files := map[string][]byte{TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n'), HeadFile: head}
+	for name, data := range extra {
+		files[name] = data
+	}
+	return m.Enc.Model.Save(dir, m.Enc.Params, files)
 }
 
 // Load reads a checkpoint directory written by Save.

@@ -28,6 +28,10 @@ type RunOptions struct {
 	Out   string // the run folder: OUT/reranker and OUT/rerank-curves.csv
 	Model string // the dual encoder it starts from and mines with (default OUT/model)
 	Force bool   // replace an OUT/reranker
+	// Resume continues the run in OUT/reranker from its last checkpoint
+	// (the same options and data).
+	Resume    bool
+	SaveEvery int // checkpoint every SaveEvery steps (0: at the end and on an interrupt only)
 
 	MaxQuery, MaxCode int
 	Cross             int  // new blocks where query and code meet
@@ -49,6 +53,10 @@ func (o RunOptions) Validate() error {
 	switch {
 	case o.Data == "":
 		return errors.New("no data folder")
+	case o.Resume && o.Force:
+		return errors.New("resume and force: choose one")
+	case o.SaveEvery < 0:
+		return fmt.Errorf("save-every %d: want 0 (at the end only) or more steps", o.SaveEvery)
 	case o.Steps < 1 || o.Groups < 1 || o.Candidates < 2 || o.Warmup < 0 || o.Depth < 1:
 		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, depth %d: want steps, groups and depth >= 1, candidates >= 2, warmup >= 0",
 			o.Steps, o.Groups, o.Candidates, o.Warmup, o.Depth)
@@ -84,8 +92,11 @@ type RunResult struct {
 
 // Run trains the reranker as o describes and reports validation MRR@10 of
 // the first stages and of hybrid + rerank. An existing OUT/reranker is
-// refused unless o.Force; an interrupt before the first step writes
-// nothing, after it saves the reranker so far and returns ctx's error.
+// refused unless o.Force (start over) or o.Resume (continue it from its
+// last checkpoint, taking the steps the whole run would have taken, bit
+// for bit); an interrupt before the first step writes nothing, after it
+// saves the reranker so far with its training state and returns ctx's
+// error.
 func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -94,8 +105,18 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		o.Model = filepath.Join(o.Out, dense.ModelDir)
 	}
 	res := &RunResult{Reranker: filepath.Join(o.Out, RerankerDir), Curves: filepath.Join(o.Out, CurvesFile)}
-	if err := (output.Target{Path: res.Reranker, Replace: o.Force, Inputs: []string{o.Data, o.Model}}).Dir(); err != nil {
+	target := output.Target{Path: res.Reranker, Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model}}
+	if err := target.Dir(); err != nil {
+		if errors.Is(err, output.ErrExists) {
+			target.Hint = "-resume continues its training, -force starts over"
+			return nil, target.Dir()
+		}
 		return nil, err
+	}
+	if o.Resume {
+		if _, err := os.Stat(filepath.Join(res.Reranker, train.StateFile)); err != nil {
+			return nil, fmt.Errorf("rerank: -resume: %s holds no training state to continue (%v)", res.Reranker, err)
+		}
 	}
 	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
 	if err != nil {
@@ -115,7 +136,18 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if err != nil {
 		return nil, err
 	}
-	m, err := FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed)
+	var m *Model
+	if o.Resume {
+		if m, err = Load(res.Reranker); err == nil {
+			s, cross := m.Settings, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated
+			if s.MaxQuery != o.MaxQuery || s.MaxCode != o.MaxCode || s.Lexical != o.Lexical || cross != o.Cross {
+				err = fmt.Errorf("rerank: resume: %s has max-query %d, max-code %d, lexical %v, cross-layers %d; this run asks for %d, %d, %v, %d",
+					res.Reranker, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
+			}
+		}
+	} else {
+		m, err = FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +219,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, Progress: ev.Progress,
+	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "pairs", "tokens"},
 		Step: func() (train.Record, error) {
 			s, err := tr.TrainStep()
@@ -197,9 +229,24 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 			return train.Record{"step": float64(s.Step), "loss": s.Loss, "accuracy": s.Accuracy, "lr": s.LR, "grad_norm": s.GradNorm,
 				"pairs": float64(s.Pairs), "tokens": float64(s.Tokens)}, nil
 		},
-		Save: func() error { return m.Save(res.Reranker) },
+		Save: func() error {
+			files, err := tr.Files()
+			if err != nil {
+				return err
+			}
+			return m.SaveWith(res.Reranker, files)
+		},
 	}
-	if res.Loop, err = loop.Run(ctx, 0); err != nil {
+	if o.Resume {
+		if err := tr.Resume(res.Reranker); err != nil {
+			return nil, err
+		}
+		if loop.Rows, err = train.ReadCurves(loop.Curves, tr.Step); err != nil {
+			return nil, err
+		}
+		ev.Logf("resuming %s at step %d of %d", res.Reranker, tr.Step, o.Steps)
+	}
+	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
 		return res, err
 	}
 

@@ -120,6 +120,7 @@ type Trainer struct {
 	adam     *train.AdamW[float32]  // of the encoder
 	headAdam *train.AdamW[float32]  // of the head, at HeadLRScale times the rate
 	cur      *train.Cursor
+	src      *rand.PCG // the source of rng: its state is checkpointed
 	rng      *rand.Rand
 	spare    map[int][]*dense.Acts[float32]
 	dOut     []float32 // scratch: ∂L/∂(token vectors) of one sequence
@@ -139,12 +140,14 @@ func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 	case len(data.Queries) < o.Groups:
 		return nil, fmt.Errorf("rerank: %d training pairs, fewer than %d groups", len(data.Queries), o.Groups)
 	}
+	src := rand.NewPCG(o.Seed, 0x5e1ec7)
 	t := &Trainer{Model: m, Opt: o, Data: data,
 		grads: m.Enc.Model.NewParams(), dw: make([]float32, len(m.W)),
 		adam:     train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
 		headAdam: train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
 		cur:      train.NewCursor(len(data.Queries), o.Seed),
-		rng:      rand.New(rand.NewPCG(o.Seed, 0x5e1ec7)),
+		src:      src,
+		rng:      rand.New(src),
 		spare:    map[int][]*dense.Acts[float32]{},
 	}
 	t.params = append(train.Params(m.Enc.Model, m.Enc.Params, t.grads, false),

@@ -1,0 +1,85 @@
+package rerank
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/train"
+)
+
+// TestResumeIsExact: a reranker run interrupted after 3 of 6 steps and
+// resumed writes the weights, the optimisers' state and the curves of the
+// uninterrupted run, bit for bit (the place in the data and the generator
+// that draws each group's negatives come back); a resume with another
+// model shape is refused, naming it.
+func TestResumeIsExact(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ps := pairs(24)
+	for name, part := range map[string][]retrieve.Pair{"train.jsonl": ps[:16], "val.jsonl": ps[16:]} {
+		if err := retrieve.WriteJSONL(filepath.Join(data, name), part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc := filepath.Join(dir, "encoder")
+	if err := tinyDense(t, ps).Save(enc); err != nil {
+		t.Fatal(err)
+	}
+	whole := RunOptions{Data: data, Out: filepath.Join(dir, "whole"), Model: enc, MaxQuery: 12, MaxCode: 24, Cross: 1, Lexical: true, InitStd: 0.1,
+		Groups: 3, Candidates: 3, BM25Negs: 2, DenseNegs: 2, MineDepth: 8, MineMargin: 0.05,
+		Steps: 6, Warmup: 1, LR: 1e-3, MinLR: 1e-4, WD: 0.01, Clip: 1, HeadLRScale: 10, Depth: 4, Seed: 1}
+	if _, err := Run(context.Background(), whole, train.Events{}); err != nil {
+		t.Fatal(err)
+	}
+
+	parts := whole
+	parts.Out = filepath.Join(dir, "parts")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := Run(ctx, parts, train.Events{Progress: func(p train.Progress) {
+		if p.Step == 3 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || res == nil || res.Loop.To != 3 {
+		t.Fatalf("interrupted run: %v, want context.Canceled after step 3", err)
+	}
+	if _, err := Run(context.Background(), parts, train.Events{}); err == nil || !strings.Contains(err.Error(), "-resume") {
+		t.Errorf("a second run into the interrupted folder: %v, want a refusal naming -resume", err)
+	}
+	parts.Resume = true
+	other := parts
+	other.MaxCode = 20
+	if _, err := Run(context.Background(), other, train.Events{}); err == nil || !strings.Contains(err.Error(), "max-code 24") {
+		t.Errorf("resume with another max-code: %v, want an error naming it", err)
+	}
+	if res, err = Run(context.Background(), parts, train.Events{}); err != nil {
+		t.Fatal(err)
+	}
+	if res.Loop.From != 3 || res.Loop.To != 6 {
+		t.Errorf("resumed run took steps %d…%d, want 4…6", res.Loop.From+1, res.Loop.To)
+	}
+	for _, f := range []string{"reranker/model.safetensors", "reranker/" + HeadFile, "reranker/" + train.OptimizerFile, "reranker/" + HeadOptimizerFile,
+		"reranker/" + train.StateFile, CurvesFile} {
+		a, err := os.ReadFile(filepath.Join(whole.Out, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(parts.Out, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the interrupted and resumed run wrote other bytes than the whole run", f)
+		}
+	}
+}
