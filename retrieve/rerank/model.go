@@ -301,6 +301,25 @@ func FromDense(d *dense.Model, maxQuery, maxCode, cross int, lexical bool, std f
 	return newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: isolated, Causal: s.Causal}, w, d.Tok, s)
 }
 
+// ZeroCross sets the output projections of the cross blocks (attention's
+// o_proj and the MLP's down_proj) to zero: each cross block then adds
+// nothing to its input, and the reranker scores exactly as the dual
+// encoder it was built from (FromDense), lexical features aside (their
+// weights start at 0). Training moves the projections away from zero as
+// the loss asks, so the cross blocks start as the identity rather than as
+// a random perturbation of the dual encoder's token vectors (as residual
+// branches added to a trained network usually are).
+func (m *Model) ZeroCross() {
+	for l := m.Enc.Isolated; l < len(m.Enc.Params.Layers); l++ {
+		if m.Enc.Isolated == 0 {
+			break // cross = 0: every block is the dual encoder's
+		}
+		w := &m.Enc.Params.Layers[l]
+		clear(w.Attn.Wo)
+		clear(w.Down)
+	}
+}
+
 func newModel(enc *dense.Encoder[float32], w []float32, tok *tokenizer.Tokenizer, s Settings) (*Model, error) {
 	c := enc.Model.Config
 	sep := tok.Special(s.Separator)

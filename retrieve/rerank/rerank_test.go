@@ -573,3 +573,41 @@ func TestScoreBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroCrossScoresAsDense: with its cross block's output projections at
+// zero, an untrained reranker scores a pair as the dual encoder it was
+// built from, cos(query, code)/τ, to float32 rounding; with the block's
+// random initial weights it does not.
+func TestZeroCrossScoresAsDense(t *testing.T) {
+	ps := pairs(6)
+	d := tinyDense(t, ps)
+	r, err := FromDense(d, 12, 24, 1, false, 0.1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	D := d.Dim()
+	q, c := make([]float32, D), make([]float32, D)
+	worst := func() float64 {
+		w := 0.0
+		for _, p := range ps {
+			for _, o := range ps[:3] {
+				d.EmbedQuery(q, p.Query)
+				d.EmbedCode(c, o.Code)
+				var cos float64
+				for i := range q {
+					cos += float64(q[i]) * float64(c[i])
+				}
+				want := cos / d.Settings.Tau
+				w = max(w, math.Abs(float64(r.Score(p.Query, o.Code))-want))
+			}
+		}
+		return w
+	}
+	if e := worst(); e < 1e-2 {
+		t.Errorf("random cross block: scores within %.2g of the dual encoder's: the test cannot tell", e)
+	}
+	r.ZeroCross()
+	if e := worst(); e > 1e-3 {
+		t.Errorf("zeroed cross block: scores %.2g from the dual encoder's cos/τ, want ≤ 1e-3", e)
+	}
+}

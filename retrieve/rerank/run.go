@@ -36,6 +36,7 @@ type RunOptions struct {
 	MaxQuery, MaxCode int
 	Cross             int  // new blocks where query and code meet
 	Lexical           bool // exact-match features in the head
+	ZeroCross         bool // the cross blocks start as the identity (Model.ZeroCross)
 	InitStd           float64
 
 	Groups, Candidates               int
@@ -146,7 +147,9 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 			}
 		}
 	} else {
-		m, err = FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed)
+		if m, err = FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed); err == nil && o.ZeroCross {
+			m.ZeroCross()
+		}
 	}
 	if err != nil {
 		return nil, err
