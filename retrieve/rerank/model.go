@@ -198,14 +198,42 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 }
 
 // ScoreBatch returns the relevance of each code document to one query, all
-// already tokenised and truncated, in one forward pass of len(codes)
-// sequences: the same scores as ScoreTokens one by one, computed with
-// products len(codes) times taller, which use the cores better.
+// already tokenised and truncated: the same scores as ScoreTokens one by
+// one, computed in forward passes of several sequences at once, whose
+// products are taller and use the cores better. Documents are grouped by
+// padded length, so that a short document is not padded to the longest.
 func (m *Model) ScoreBatch(query []int, codes [][]int) ([]float32, error) {
-	B := len(codes)
-	if B == 0 {
-		return nil, nil
+	out := make([]float32, len(codes))
+	groups := map[int][]int{} // padded pair length → indices into codes
+	var lens []int
+	for i, c := range codes {
+		n := dense.Padded(len(query) + 1 + len(c))
+		if groups[n] == nil {
+			lens = append(lens, n)
+		}
+		groups[n] = append(groups[n], i)
 	}
+	slices.Sort(lens)
+	for _, n := range lens {
+		idx := groups[n]
+		batch := make([][]int, len(idx))
+		for j, i := range idx {
+			batch[j] = codes[i]
+		}
+		s, err := m.scoreSameLength(query, batch)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			out[i] = s[j]
+		}
+	}
+	return out, nil
+}
+
+// scoreSameLength is ScoreBatch in one forward pass.
+func (m *Model) scoreSameLength(query []int, codes [][]int) ([]float32, error) {
+	B := len(codes)
 	seqs, segs := make([][]int, B), make([][]int, B)
 	n := 0
 	for i, c := range codes {
