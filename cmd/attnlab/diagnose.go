@@ -32,10 +32,12 @@ trained on it, what the design notes warn about:
   - with -reranker, its length bias: the mean Spearman correlation of its
     score with code length among the non-relevant candidates of the first
     stage, on DATA/val.jsonl;
-  - each system's accuracy on three contrast sets: sibling APIs in
-    different packages with near-identical docs (bytes and strings, say),
-    each doc against its negation, and deprecated functions against the
-    replacement their comment names (found in -src and -corpus).
+  - each system's accuracy on three contrast sets: sibling APIs (each
+    validation function against its namesake in another package, training
+    code included, whose doc is similar: bytes.Contains and
+    strings.Contains), each doc against its negation, and deprecated
+    functions against the replacement their comment names (found in -src
+    and -corpus).
 
 Each number comes with what it cannot show. -sample bounds the training
 pairs examined (a seeded sample).

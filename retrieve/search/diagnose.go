@@ -187,8 +187,9 @@ func Diagnose(ctx context.Context, o DiagnoseOptions) (*Diagnosis, error) {
 		name, cannot string
 		items        []item
 	}{
-		{"sibling APIs: near-identical docs in different packages (bytes and strings, say)", "pairs found by doc similarity, some of which no reader could tell apart either; the right package is all that differs",
-			siblings(eval, o.Near)},
+		{fmt.Sprintf("sibling APIs: a function against its namesake in another package with a similar doc (term Jaccard ≥ %.1f; bytes.Contains and strings.Contains, say)", SiblingNear),
+			"the sibling may be training code, learned with its own similar doc, and some siblings no reader could tell apart from the doc either; the package is often all that differs",
+			siblings(eval, append(slices.Clip(o.Train), eval...))},
 		{"negated descriptions: the doc against the same doc negated (\"is\" → \"is not\")", "synthetic negations of one form; a system may prefer the true doc for reasons other than the negation",
 			negations(eval)},
 		{"deprecated functions against their documented replacements, for the replacement's doc", "only the deprecations whose comment names the replacement in the same package",
@@ -285,47 +286,50 @@ func pairsOf(codes []string) []retrieve.Pair {
 	return out
 }
 
-// siblings are pairs of functions in different packages whose queries are
-// near-identical but not identical: for each one's query, its own code
-// against the sibling's.
-func siblings(pairs []retrieve.Pair, near float64) []item {
-	qt := termSets(pairs, false)
-	byFirst := map[string][]int{} // a blocking key: the query's rarest-looking term set signature
-	for i, p := range pairs {
-		if len(qt[i]) >= 3 && p.Query != "" {
-			k := signature(qt[i])
-			byFirst[k] = append(byFirst[k], i)
-		}
+// SiblingNear is the term Jaccard from which the docs of two functions of
+// the same name in different packages count as siblings' docs: bytes.Contains
+// ("reports whether subslice is within b") and strings.Contains ("reports
+// whether substr is within s") share three of five terms.
+const SiblingNear = 0.5
+
+// siblings are the sibling APIs of the evaluation pairs: for each one, the
+// function of the same name in another package (among pool: the training
+// and evaluation pairs) whose doc is most like its own (term Jaccard ≥
+// SiblingNear, not the same text) and whose code differs. The item asks
+// whether a system scores the function's own code above its sibling's for
+// its own doc.
+func siblings(eval, pool []retrieve.Pair) []item {
+	byName := map[string][]int{}
+	for j, p := range pool {
+		byName[funcName(p.ID)] = append(byName[funcName(p.ID)], j)
 	}
+	et, pt := termSets(eval, false), termSets(pool, false)
 	var out []item
-	seen := map[[2]int]bool{}
-	for _, group := range byFirst {
-		for _, i := range group {
-			for _, j := range group {
-				a, b := pairs[i], pairs[j]
-				if i == j || a.Package == b.Package || a.Query == b.Query || seen[[2]int{j, i}] {
-					continue
-				}
-				if jaccard(qt[i], qt[j]) >= near && retrieve.CodeKey(a.Code) != retrieve.CodeKey(b.Code) {
-					seen[[2]int{i, j}] = true
-					out = append(out, item{a.Query, a.Code, a.Query, b.Code})
-				}
+	for i, a := range eval {
+		if len(et[i]) < 3 {
+			continue
+		}
+		best, bestJ := -1, 0.0
+		for _, j := range byName[funcName(a.ID)] {
+			b := pool[j]
+			if b.Package == a.Package || b.Query == a.Query || retrieve.CodeKey(a.Code) == retrieve.CodeKey(b.Code) {
+				continue
+			}
+			if jc := jaccard(et[i], pt[j]); jc >= SiblingNear && jc > bestJ {
+				best, bestJ = j, jc
 			}
 		}
+		if best >= 0 {
+			out = append(out, item{a.Query, a.Code, a.Query, pool[best].Code})
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].q1 < out[j].q1 })
 	return out
 }
 
-// signature groups queries that may be near-identical: their two longest
-// terms.
-func signature(t map[string]bool) string {
-	var ts []string
-	for w := range t {
-		ts = append(ts, w)
-	}
-	sort.Slice(ts, func(i, j int) bool { return len(ts[i]) > len(ts[j]) || len(ts[i]) == len(ts[j]) && ts[i] < ts[j] })
-	return strings.Join(ts[:2], " ")
+// funcName is the function's or method's name: the last element of a
+// pair's id (package.Func or package.Type.Method).
+func funcName(id string) string {
+	return id[strings.LastIndexByte(id, '.')+1:]
 }
 
 var negatable = []struct{ from, to string }{{" is ", " is not "}, {" are ", " are not "}, {" has ", " does not have "}, {" can ", " cannot "}}
