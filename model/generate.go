@@ -111,6 +111,12 @@ type GenerateOptions struct {
 	MaxNew   int // tokens to generate per row at most
 	EOS      int // a row stops after producing this token; -1: none
 	Sampling Sampling
+	// First, when not nil, holds for each row the ids its first new token
+	// must be one of (an empty or nil row: any): the others are left out
+	// before sampling, as if their logits were −∞. Token healing takes a
+	// prompt's last token back and asks for a first token that begins with
+	// its text (tokenizer.Tokenizer.Extending).
+	First [][]int
 }
 
 // Generate continues each prompt by up to o.MaxNew tokens, all rows at once:
@@ -129,6 +135,16 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 		return nil, fmt.Errorf("model: generate: %d prompts, %d new tokens", len(prompts), o.MaxNew)
 	}
 	B, L := len(prompts), 0
+	if o.First != nil && len(o.First) != B {
+		return nil, fmt.Errorf("model: generate: first-token sets for %d rows, want %d", len(o.First), B)
+	}
+	for r, ids := range o.First {
+		for _, id := range ids {
+			if id < 0 || id >= m.Config.VocabSize {
+				return nil, fmt.Errorf("model: generate: row %d: first-token id %d outside the vocabulary [0, %d)", r, id, m.Config.VocabSize)
+			}
+		}
+	}
 	for r, pr := range prompts {
 		if len(pr) == 0 {
 			return nil, fmt.Errorf("model: generate: prompt %d is empty", r)
@@ -180,7 +196,17 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 			for i, v := range row {
 				last[i] = float64(v)
 			}
-			tok := o.Sampling.Pick(last, history[r], rngs[r])
+			pick := last
+			if step == 0 && o.First != nil && len(o.First[r]) > 0 {
+				pick = make([]float64, V)
+				for i := range pick {
+					pick[i] = math.Inf(-1)
+				}
+				for _, id := range o.First[r] {
+					pick[id] = last[id]
+				}
+			}
+			tok := o.Sampling.Pick(pick, history[r], rngs[r])
 			out[r] = append(out[r], tok)
 			history[r] = append(history[r], tok)
 			if emit != nil {

@@ -113,3 +113,53 @@ func TestPickRespectsTopKAndPenalty(t *testing.T) {
 		t.Errorf("greedy with token 1 penalised picked %d, want 2", tok)
 	}
 }
+
+// TestGenerateFirstTokenSets: a row's first new token is the most likely
+// of its allowed set (greedy) or drawn from it (sampled), even when the
+// unconstrained choice lies outside it; the tokens after it are free, and
+// a row without a set is unchanged.
+func TestGenerateFirstTokenSets(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 7)
+	prompts := [][]int{{3, 9, 4}, {6, 1, 1, 8, 2}}
+	free, err := m.Generate(context.Background(), p, prompts, GenerateOptions{MaxNew: 4, EOS: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the allowed set of row 0: every id but the free choice's, so the
+	// first token must change
+	var allowed []int
+	for id := range m.Config.VocabSize {
+		if id != free[0][0] {
+			allowed = append(allowed, id)
+		}
+	}
+	for _, s := range []Sampling{{}, {Temperature: 1, Seed: 5}} {
+		got, err := m.Generate(context.Background(), p, prompts, GenerateOptions{MaxNew: 4, EOS: -1, Sampling: s, First: [][]int{allowed, nil}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0][0] == free[0][0] {
+			t.Errorf("sampling %+v: row 0 began with %d, outside its allowed set", s, got[0][0])
+		}
+		if s.Temperature == 0 && fmt.Sprint(got[1]) != fmt.Sprint(free[1]) {
+			t.Errorf("row 1 (no set): %v, want the unconstrained %v", got[1], free[1])
+		}
+	}
+	// greedy within a one-id set: that id, then the model's own choices
+	one, err := m.Generate(context.Background(), p, prompts[:1], GenerateOptions{MaxNew: 3, EOS: -1, First: [][]int{{7}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont, err := m.Generate(context.Background(), p, [][]int{append([]int{3, 9, 4}, 7)}, GenerateOptions{MaxNew: 2, EOS: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one[0][0] != 7 || fmt.Sprint(one[0][1:]) != fmt.Sprint(cont[0]) {
+		t.Errorf("first token forced to 7: %v, want 7 then %v", one[0], cont[0])
+	}
+	if _, err := m.Generate(context.Background(), p, prompts, GenerateOptions{MaxNew: 2, EOS: -1, First: [][]int{{m.Config.VocabSize}, nil}}, nil); err == nil {
+		t.Errorf("a first-token id outside the vocabulary: no error")
+	}
+}

@@ -143,6 +143,20 @@ func (t *Tokenizer) Special(name string) int {
 	return -1
 }
 
+// Extending returns the ids, in increasing order, of the ordinary (not
+// special) tokens whose bytes begin with prefix: the tokens a text ending
+// in prefix may continue with when prefix was split off as a token of its
+// own (token healing).
+func (t *Tokenizer) Extending(prefix []byte) []int {
+	var out []int
+	for id := range t.VocabSize() - len(t.specials) {
+		if bytes.HasPrefix(t.token(id), prefix) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Specials returns the special tokens in id order. The first has the id
 // 256+NumMerges().
 func (t *Tokenizer) Specials() []string { return append([]string(nil), t.specials...) }

@@ -292,3 +292,31 @@ func panicMessage(f func()) (msg string) {
 	f()
 	return ""
 }
+
+// TestExtending: the tokens that begin with a prefix are exactly the
+// ordinary tokens whose bytes have it as a prefix, the token of the prefix
+// itself among them, and never a special token.
+func TestExtending(t *testing.T) {
+	tok := ownTokenizer(t)
+	for _, prefix := range []string{"\n", " err", "{", "ret"} {
+		got := tok.Extending([]byte(prefix))
+		var want []int
+		for id := range tok.VocabSize() {
+			if bytes.HasPrefix(tok.Token(id), []byte(prefix)) && !slices.Contains(tok.Specials(), string(tok.Token(id))) {
+				want = append(want, id)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Extending(%q) = %v, want %v", prefix, got, want)
+		}
+		if ids := tok.Encode([]byte(prefix)); len(ids) == 1 && !slices.Contains(got, ids[0]) {
+			t.Errorf("Extending(%q) leaves out the prefix's own token %d", prefix, ids[0])
+		}
+		if len(got) < 2 {
+			t.Errorf("Extending(%q) = %v: the test wants a prefix that longer tokens extend", prefix, got)
+		}
+	}
+	if got := tok.Extending([]byte(EndOfText)); len(got) != 0 {
+		t.Errorf("Extending(%q) = %v, want no token (the special token is not text)", EndOfText, got)
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 var generateCmd = register(&command{
 	name:  "generate",
-	usage: "[-model DIR] -prompt TEXT [-n N] [-temp T] [-topk K] [-topp P] [-repeat-penalty R -repeat-window W] [-seed S]",
+	usage: "[-model DIR] -prompt TEXT [-n N] [-temp T] [-topk K] [-topp P] [-repeat-penalty R -repeat-window W] [-seed S] [-heal=false]",
 	short: "continue a prompt with a language model, streaming the tokens",
 	long: `Generate loads a checkpoint directory (config.json, model.safetensors and
 tokenizer.json, as attnlab train writes them; without -model, the language
@@ -28,6 +28,12 @@ temperature, cut to the -topk most likely tokens and to the smallest set
 reaching probability -topp, and sampled with -seed. -repeat-penalty > 1
 discourages tokens seen in the last -repeat-window tokens.
 
+Token healing (-heal, the default): a prompt's last token is taken back and
+the first generated token must begin with its text. A prompt that stops
+inside what the model learned as one token ("{" where it saw "{\n\t") would
+otherwise read as text the model rarely saw; healed, it continues as if
+the prompt's end had been tokenised with what follows.
+
 Example: attnlab generate -prompt "// Reverse returns s with its runes in reverse order." -temp 0 -n 60
          attnlab generate -model run1/checkpoint -prompt "func main() {" -n 80`,
 })
@@ -35,6 +41,7 @@ Example: attnlab generate -prompt "// Reverse returns s with its runes in revers
 type generateOpts struct {
 	model, prompt string
 	n             int
+	heal          bool
 	s             model.Sampling
 }
 
@@ -50,6 +57,7 @@ func init() {
 		fs.Float64Var(&o.s.RepetitionPenalty, "repeat-penalty", 1.1, "repetition penalty (1: none)")
 		fs.IntVar(&o.s.RepetitionWindow, "repeat-window", 64, "tokens the repetition penalty looks back on (0: all)")
 		fs.Uint64Var(&o.s.Seed, "seed", 1, "sampling seed")
+		fs.BoolVar(&o.heal, "heal", true, "token healing: take the prompt's last token back and begin with a token that extends its text")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
 				return err
@@ -89,13 +97,24 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 	}
 	prompt := tok.Encode([]byte(o.prompt))
 	eos := tok.Special(tokenizer.EndOfText)
+	gen := model.GenerateOptions{MaxNew: o.n, EOS: eos, Sampling: o.s}
+	var healed []byte // the text of the token taken back, printed with the prompt
+	if o.heal && len(prompt) > 1 && o.n > 0 {
+		healed = tok.Decode(prompt[len(prompt)-1:])
+		prompt = prompt[:len(prompt)-1]
+		gen.First = [][]int{tok.Extending(healed)}
+	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	w.WriteString(o.prompt)
 	w.Flush()
-	_, err = m.Generate(ctx, p, [][]int{prompt}, model.GenerateOptions{MaxNew: o.n, EOS: eos, Sampling: o.s}, func(_, id int) {
+	_, err = m.Generate(ctx, p, [][]int{prompt}, gen, func(_, id int) {
 		if id != eos {
-			w.Write(tok.Decode([]int{id}))
+			text := tok.Decode([]int{id})
+			if healed != nil { // the first token begins with the text taken back
+				text, healed = text[len(healed):], nil
+			}
+			w.Write(text)
 			w.Flush() // streaming: each token as it comes
 		}
 	})

@@ -64,3 +64,27 @@ func Join(s []string, sep string) string {
 		t.Errorf("retriever eval -model none: exit %d, stdout %q", code, stdout)
 	}
 }
+
+// TestGenerateHealsThePrompt: the shipped language model learned "{\n\t" as
+// one token, so "func main() {" ends inside a token it knows; healed, the
+// greedy continuation begins on a new line, as Go does; unhealed, the
+// model reads "{" as the rare token it is and does not. Both print the
+// prompt as given.
+func TestGenerateHealsThePrompt(t *testing.T) {
+	const prompt = "func main() {"
+	for _, c := range []struct {
+		heal    string
+		newline bool
+	}{{"-heal=true", true}, {"-heal=false", false}} {
+		code, stdout, stderr := attnlab(t, "generate", "-prompt", prompt, "-temp", "0", "-n", "4", c.heal)
+		if code != 0 {
+			t.Fatalf("generate %s: exit %d\n%s", c.heal, code, stderr)
+		}
+		if !strings.HasPrefix(stdout, prompt) {
+			t.Fatalf("generate %s printed %q, not beginning with the prompt", c.heal, stdout)
+		}
+		if got := strings.HasPrefix(stdout[len(prompt):], "\n"); got != c.newline {
+			t.Errorf("generate %s: continuation %q; want a new line first: %v", c.heal, stdout[len(prompt):], c.newline)
+		}
+	}
+}
