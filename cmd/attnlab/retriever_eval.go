@@ -51,6 +51,7 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		fs.Uint64Var(&o.Seed, "seed", 1, "seed of the distractor draw")
 		fs.IntVar(&o.Workers, "workers", 0, "queries evaluated in parallel (0: GOMAXPROCS); 1 for undisturbed timings")
 		asJSON := fs.Bool("json", false, "print the result as JSON")
+		asMarkdown := fs.Bool("markdown", false, "print the result as a Markdown table, with each system's MRR@10 over BM25's")
 		quiet := fs.Bool("quiet", false, "no progress")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
@@ -59,6 +60,8 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			switch {
 			case o.Data == "":
 				return usagef("-data is required")
+			case *asJSON && *asMarkdown:
+				return usagef("-json and -markdown: choose one")
 			case o.Candidates < 2 || o.Workers < 0 || o.Depth < 1:
 				return usagef("-candidates %d, -workers %d, -rerank-depth %d: want candidates >= 2, workers >= 0, depth >= 1", o.Candidates, o.Workers, o.Depth)
 			}
@@ -82,22 +85,32 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			if o.WriteIndex != "" && o.Model == "" {
 				return usagef("-write-index needs -model")
 			}
-			return runRetrieverEval(ctx, o, *asJSON, *quiet, stdout)
+			format := ""
+			switch {
+			case *asJSON:
+				format = "json"
+			case *asMarkdown:
+				format = "markdown"
+			}
+			return runRetrieverEval(ctx, o, format, *quiet, stdout)
 		}
 	},
 }
 
-func runRetrieverEval(ctx context.Context, o *search.EvalOptions, asJSON, quiet bool, stdout io.Writer) error {
+func runRetrieverEval(ctx context.Context, o *search.EvalOptions, format string, quiet bool, stdout io.Writer) error {
 	ev := events(stdout, 0, "", quiet)
 	ev.Log = nil
 	res, err := search.Evaluate(ctx, *o, ev)
 	if err != nil {
 		return err
 	}
-	if asJSON {
+	switch format {
+	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
+	case "markdown":
+		return markdownTable(stdout, res)
 	}
 	workers := o.Workers
 	if workers == 0 {
@@ -117,6 +130,30 @@ func runRetrieverEval(ctx context.Context, o *search.EvalOptions, asJSON, quiet 
 	}
 	if res.Index != "" {
 		fmt.Fprintf(stdout, "wrote the dense index of %d documents to %s\n", res.Queries, res.Index)
+	}
+	return nil
+}
+
+// markdownTable prints the rows of an evaluation as a Markdown table, each
+// system's MRR@10 also as a multiple of BM25's when BM25 was evaluated.
+func markdownTable(w io.Writer, res *search.EvalResult) error {
+	var bm25 float64
+	for _, r := range res.Rows {
+		if r.System == "bm25" {
+			bm25 = r.MRR10
+		}
+	}
+	fmt.Fprintln(w, "| system | MRR@10 | R@1 | R@5 | R@10 | nDCG@10 | CSN MRR | × BM25 | query p50 |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range res.Rows {
+		ratio := "–"
+		if bm25 > 0 {
+			ratio = fmt.Sprintf("%.2f", r.MRR10/bm25)
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", r.System,
+			r.MRR10, r.Recall1, r.Recall5, r.Recall10, r.NDCG10, r.CSNMRR, ratio, roundDuration(r.RankP50)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

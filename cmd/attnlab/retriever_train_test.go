@@ -483,6 +483,16 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 		t.Errorf("eval -json exited %d (%v)\n%s\n%s", code, err, stdout, stderr)
 	}
 
+	// -markdown: a header, a rule and one row per system, each with its
+	// MRR@10 over BM25's (1.00 for BM25 itself)
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-systems", "bm25,hybrid+rerank",
+		"-model", filepath.Join(out, "model"), "-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-candidates", "6", "-markdown")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "| system | MRR@10 |") || !strings.HasPrefix(lines[2], "| bm25 | ") ||
+		!strings.Contains(lines[2], "| 1.00 |") || !strings.HasPrefix(lines[3], "| hybrid+rerank | ") {
+		t.Errorf("eval -markdown exited %d\n%s\n%s", code, stdout, stderr)
+	}
+
 	// bad input: a reranker folder that is a dual encoder's; +rerank with no
 	// reranker (-model none: BM25 alone, not the shipped models)
 	for _, args := range [][]string{
