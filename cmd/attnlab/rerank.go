@@ -50,6 +50,7 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.BoolVar(&o.Lexical, "lexical", true, "the score head also weighs two exact-match features (the IDF-weighted and the plain share of the query's tokens found in the code)")
 		fs.Float64Var(&o.InitStd, "init-std", 0.02, "standard deviation of the new blocks' initial weights")
 		fs.BoolVar(&o.ZeroCross, "zero-cross", true, "the new blocks' output projections start at zero, so that the untrained reranker scores as the dual encoder (false: they are random, like the rest of the new blocks)")
+		fs.IntVar(&o.TrainPairs, "train-pairs", 0, "train on a seeded sample of this many training pairs, negatives mined among them (0: all)")
 		fs.IntVar(&o.Groups, "groups", 8, "queries per step")
 		fs.IntVar(&o.Candidates, "candidates", 8, "sequences per query and step: the positive and candidates−1 hard negatives")
 		fs.IntVar(&o.BM25Negs, "bm25-negatives", 8, "hard negatives mined per query from BM25")

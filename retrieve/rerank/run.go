@@ -39,6 +39,11 @@ type RunOptions struct {
 	ZeroCross         bool // the cross blocks start as the identity (Model.ZeroCross)
 	InitStd           float64
 
+	// TrainPairs, when > 0, trains on a seeded sample of that many of
+	// the training pairs (negatives are mined among them): the steps a
+	// run can afford may see fewer queries than the data holds.
+	TrainPairs int
+
 	Groups, Candidates               int
 	BM25Negs, DenseNegs, RandomNegs  int
 	MineDepth                        int
@@ -56,8 +61,8 @@ func (o RunOptions) Validate() error {
 		return errors.New("no data folder")
 	case o.Resume && o.Force:
 		return errors.New("resume and force: choose one")
-	case o.SaveEvery < 0:
-		return fmt.Errorf("save-every %d: want 0 (at the end only) or more steps", o.SaveEvery)
+	case o.SaveEvery < 0 || o.TrainPairs < 0:
+		return fmt.Errorf("save-every %d, train-pairs %d: want >= 0", o.SaveEvery, o.TrainPairs)
 	case o.Steps < 1 || o.Groups < 1 || o.Candidates < 2 || o.Warmup < 0 || o.Depth < 1:
 		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, depth %d: want steps, groups and depth >= 1, candidates >= 2, warmup >= 0",
 			o.Steps, o.Groups, o.Candidates, o.Warmup, o.Depth)
@@ -126,6 +131,12 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	valPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl"))
 	if err != nil {
 		return nil, err
+	}
+	if o.TrainPairs > 0 && o.TrainPairs < len(trainPairs) {
+		r := rand.New(rand.NewPCG(o.Seed, 0x5a3b1e))
+		r.Shuffle(len(trainPairs), func(i, j int) { trainPairs[i], trainPairs[j] = trainPairs[j], trainPairs[i] })
+		trainPairs = trainPairs[:o.TrainPairs]
+		ev.Logf("training pairs: a sample of %d (seed %d)", o.TrainPairs, o.Seed)
 	}
 	if len(trainPairs) < o.Groups {
 		return nil, fmt.Errorf("rerank: %s: %d pairs, fewer than %d groups", filepath.Join(o.Data, "train.jsonl"), len(trainPairs), o.Groups)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,11 +14,12 @@ import (
 	"github.com/attnlab/attnlab/train"
 )
 
-// TestResumeIsExact: a reranker run interrupted after 3 of 6 steps and
-// resumed writes the weights, the optimisers' state and the curves of the
-// uninterrupted run, bit for bit (the place in the data and the generator
-// that draws each group's negatives come back); a resume with another
-// model shape is refused, naming it.
+// TestResumeIsExact: a reranker run on a sample of its training pairs,
+// interrupted after 3 of 6 steps and resumed, writes the weights, the
+// optimisers' state and the curves of the uninterrupted run, bit for bit
+// (the same sample, the place in the data and the generator that draws
+// each group's negatives come back); a resume with another model shape is
+// refused, naming it.
 func TestResumeIsExact(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -35,10 +37,14 @@ func TestResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	whole := RunOptions{Data: data, Out: filepath.Join(dir, "whole"), Model: enc, MaxQuery: 12, MaxCode: 24, Cross: 1, Lexical: true, InitStd: 0.1,
-		Groups: 3, Candidates: 3, BM25Negs: 2, DenseNegs: 2, MineDepth: 8, MineMargin: 0.05,
+		TrainPairs: 12, Groups: 3, Candidates: 3, BM25Negs: 2, DenseNegs: 2, MineDepth: 8, MineMargin: 0.05,
 		Steps: 6, Warmup: 1, LR: 1e-3, MinLR: 1e-4, WD: 0.01, Clip: 1, HeadLRScale: 10, Depth: 4, Seed: 1}
-	if _, err := Run(context.Background(), whole, train.Events{}); err != nil {
+	var logs []string
+	if _, err := Run(context.Background(), whole, train.Events{Log: func(m string) { logs = append(logs, m) }}); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(logs, func(m string) bool { return strings.Contains(m, "a sample of 12") }) {
+		t.Errorf("-train-pairs 12 of 16: no word of the sample in %q", logs)
 	}
 
 	parts := whole
