@@ -44,7 +44,7 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")
 		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
-		fs.IntVar(&o.Depth, "rerank-depth", 20, "first-stage candidates the reranker re-scores per query")
+		fs.IntVar(&o.Depth, "rerank-depth", 5, "first-stage candidates the reranker re-scores per query (5: as search does)")
 		fs.StringVar(&o.WriteIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing -write-index folder")
 		fs.IntVar(&o.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")

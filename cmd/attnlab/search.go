@@ -27,10 +27,11 @@ With -src it indexes a folder of Go code (every function and method with a
 body in its non-test .go files; vendor, testdata, hidden folders and
 generated files skipped, unreadable files counted) with the dual encoder of
 -model, ranks by the reciprocal rank fusion of BM25 and the encoder, and
-re-scores the top -depth with the reranker of -reranker (-reranker shipped:
-the reranker attnlab ships, which measured below the fusion alone, so it
-is not the default). Without -model it uses the encoder attnlab ships.
-Embeddings are
+re-scores the top -depth with the reranker of -reranker, ordering them by
+the fusion of their first-stage and reranker ranks (-fuse=false: by the
+reranker alone). Without -model it uses the encoder and the reranker
+attnlab ships (-reranker none: no reranking; with -model, -reranker
+shipped asks for the shipped reranker). Embeddings are
 cached by file content under -cache, per encoder: a second search of an
 unchanged tree embeds nothing, an edited file is embedded again alone, and
 a cache written by another model is never read.
@@ -51,7 +52,7 @@ Example: attnlab search -src ~/src/myproject "parse the config file"
 type searchOpts struct {
 	src, index, model, reranker, cache string
 	k, depth                           int
-	code, quiet                        bool
+	code, quiet, fuse                  bool
 }
 
 func init() {
@@ -60,9 +61,10 @@ func init() {
 		o := &searchOpts{}
 		fs.StringVar(&o.src, "src", "", "folder of Go code to index and search")
 		fs.StringVar(&o.model, "model", "", "with -src: the dual encoder (retriever train's OUT/model; default: the shipped encoder)")
-		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker; shipped: the shipped one; default: none)")
+		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker; shipped: the shipped one; none: no reranking; default: the shipped one without -model, none with it)")
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
-		fs.IntVar(&o.depth, "depth", 20, "with -src and -reranker: candidates the reranker re-scores")
+		fs.IntVar(&o.depth, "depth", 5, "with -src and a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
+		fs.BoolVar(&o.fuse, "fuse", true, "with -src and a reranker: order the re-scored candidates by the reciprocal rank fusion of their first-stage and reranker ranks (false: by the reranker alone)")
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
 		fs.IntVar(&o.k, "k", 10, "results to print")
 		fs.BoolVar(&o.code, "code", false, "print each result's whole code instead of its first line")
@@ -94,21 +96,16 @@ func defaultCache() string {
 }
 
 func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Writer) error {
-	// The shipped reranker measured below the fusion it re-scores (README,
-	// "Code retrieval"): search reranks only when asked.
+	// the shipped models unless told otherwise: the reranker with the
+	// shipped encoder (as retriever eval), none with another
 	var err error
-	if o.model == "" {
-		if o.model, err = shippedModel(models.Encoder); err != nil {
-			return err
-		}
-	}
-	switch o.reranker {
-	case "shipped":
+	if o.reranker == "shipped" {
 		if o.reranker, err = shippedModel(models.Reranker); err != nil {
 			return err
 		}
-	case "none":
-		o.reranker = ""
+	}
+	if err := shippedRetriever(&o.model, &o.reranker); err != nil {
+		return err
 	}
 	m, err := dense.LoadFolder(o.model)
 	if err != nil {
@@ -131,7 +128,7 @@ func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Wr
 		if f.Reranker, err = rerank.Load(o.reranker); err != nil {
 			return err
 		}
-		f.Depth = o.depth
+		f.Depth, f.Fuse = o.depth, o.fuse
 	}
 	st := f.Stats
 	start := time.Now()

@@ -51,6 +51,9 @@ type Acts[T nn.Float] struct {
 	sides   *attention.Config // attn with the parts of a sequence kept apart
 	paired  bool              // whether the last forward was ForwardSegments
 	dx, dxf []T
+	// forwardOnly: every block shares one BlockActs (NewForwardActs), so
+	// the activations the backward needs are not kept
+	forwardOnly bool
 }
 
 // NewActs returns activations for B sequences of up to Tn tokens.
@@ -64,6 +67,32 @@ func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
 	}
 	for range c.NumHiddenLayers {
 		a.Blocks = append(a.Blocks, e.Model.Block.NewBlockActs(B, Tn))
+	}
+	a.attn = &attention.Config{
+		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
+		Causal: e.Causal, QPos: a.Pos, KPos: a.Pos, QValid: a.Valid, KValid: a.Valid,
+	}
+	sides := *a.attn
+	sides.QSeg, sides.KSeg = a.Seg, a.Seg
+	a.sides = &sides
+	return a
+}
+
+// NewForwardActs returns activations for B sequences of T tokens that serve
+// Forward and ForwardSegments only: the blocks share one set of
+// intermediate buffers, each overwriting the one before it, so they take
+// about a block's memory instead of every block's. Backward panics on them.
+func (e *Encoder[T]) NewForwardActs(B, Tn int) *Acts[T] {
+	c := e.Model.Config
+	n, D := B*Tn, c.HiddenSize
+	a := &Acts[T]{B: B, T: Tn, Tokens: make([]int, n), Valid: make([]bool, n), Pos: make([]int, n), Seg: make([]int, n),
+		Out: make([]T, n*D), Rstd: make([]T, n), forwardOnly: true}
+	for range c.NumHiddenLayers + 1 {
+		a.X = append(a.X, make([]T, n*D))
+	}
+	shared := e.Model.Block.NewBlockActs(B, Tn)
+	for range c.NumHiddenLayers {
+		a.Blocks = append(a.Blocks, shared)
 	}
 	a.attn = &attention.Config{
 		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
@@ -157,6 +186,9 @@ func (e *Encoder[T]) forward(a *Acts[T], seqs, segs [][]int) error {
 // (mean pooling gives them none); they pass nothing on. Backward adds into
 // g; callers zero it.
 func (e *Encoder[T]) Backward(g *model.Params[T], a *Acts[T], dOut []T) {
+	if a.forwardOnly {
+		panic("dense: Backward of activations made by NewForwardActs, which keep no block's intermediates")
+	}
 	c := e.Model.Config
 	n, D := a.B*a.T, c.HiddenSize
 	// the chain rule starts from dOut, which the head computed
@@ -183,9 +215,9 @@ func (e *Encoder[T]) Backward(g *model.Params[T], a *Acts[T], dOut []T) {
 // shapes occur and their activations can be reused.
 func Padded(n int) int { return (n + 15) &^ 15 }
 
-// ActsCache keeps activations for one sequence (B = 1) by padded length,
-// for reuse from call to call. It is safe for concurrent use; the zero
-// value is ready.
+// ActsCache keeps forward-only activations (NewForwardActs) by batch size
+// and padded length, for reuse from call to call. It is safe for
+// concurrent use; the zero value is ready.
 type ActsCache[T nn.Float] struct {
 	pools sync.Map // [2]int{sequences, padded length} → *sync.Pool of *Acts[T]
 }
@@ -202,7 +234,7 @@ func (c *ActsCache[T]) GetBatch(e *Encoder[T], B, n int) *Acts[T] {
 			return a
 		}
 	}
-	return e.NewActs(B, Padded(n))
+	return e.NewForwardActs(B, Padded(n))
 }
 
 // Put returns a to the cache.

@@ -3,6 +3,7 @@ package dense
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/attnlab/attnlab/gradcheck"
@@ -303,4 +304,27 @@ func TestCausalEncoder(t *testing.T) {
 			t.Errorf("bidirectional: appending tokens left the first tokens' vectors unchanged (%.2g)", diff)
 		}
 	}
+}
+
+// TestForwardActs: activations that keep no block's intermediates give the
+// same token vectors as the full ones, bit for bit, and refuse a backward.
+func TestForwardActs(t *testing.T) {
+	e := tinyEncoder[float32](t, 3)
+	seqs := [][]int{{1, 5, 7, 2}, {3, 9}}
+	full, fwd := e.NewActs(2, 4), e.NewForwardActs(2, 4)
+	if err := e.Forward(full, seqs); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Forward(fwd, seqs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(full.Out, fwd.Out) {
+		t.Errorf("forward-only activations: %v, want %v", fwd.Out, full.Out)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("Backward of forward-only activations did not panic")
+		}
+	}()
+	e.Backward(e.Model.NewParams(), fwd, make([]float32, len(fwd.Out)))
 }

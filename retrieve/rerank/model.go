@@ -199,9 +199,11 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 
 // ScoreBatch returns the relevance of each code document to one query, all
 // already tokenised and truncated: the same scores as ScoreTokens one by
-// one, computed in forward passes of several sequences at once, whose
-// products are taller and use the cores better. Documents are grouped by
-// padded length, so that a short document is not padded to the longest.
+// one, computed several pairs to a forward pass, whose products are taller
+// and use the cores better. Pairs are grouped by padded length, so a short
+// document is not padded to the longest, and each group is run in batches
+// of 8, 4, 2 and 1 pairs, so that the activations reused from call to call
+// come in a handful of shapes whatever the number of documents.
 func (m *Model) ScoreBatch(query []int, codes [][]int) ([]float32, error) {
 	out := make([]float32, len(codes))
 	groups := map[int][]int{} // padded pair length → indices into codes
@@ -216,16 +218,23 @@ func (m *Model) ScoreBatch(query []int, codes [][]int) ([]float32, error) {
 	slices.Sort(lens)
 	for _, n := range lens {
 		idx := groups[n]
-		batch := make([][]int, len(idx))
-		for j, i := range idx {
-			batch[j] = codes[i]
-		}
-		s, err := m.scoreSameLength(query, batch)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range idx {
-			out[i] = s[j]
+		for len(idx) > 0 {
+			b := 8
+			for b > len(idx) {
+				b /= 2
+			}
+			batch := make([][]int, b)
+			for j, i := range idx[:b] {
+				batch[j] = codes[i]
+			}
+			s, err := m.scoreSameLength(query, batch)
+			if err != nil {
+				return nil, err
+			}
+			for j, i := range idx[:b] {
+				out[i] = s[j]
+			}
+			idx = idx[b:]
 		}
 	}
 	return out, nil

@@ -30,8 +30,8 @@ var benchQueries = []string{
 // BenchmarkFolderSearch times a search of a large folder of Go code (the
 // Go distribution's cmd tree, about 25,000 functions with a body, or
 // $ATTNLAB_BENCH_SRC) with the shipped encoder, without a reranker and
-// with the shipped reranker re-scoring the top 5 (printing 5), 10 and 20
-// (printing 10):
+// with the shipped reranker re-scoring the top 5 (the default of search),
+// 10 and 20, ten results each:
 // the query latency of attnlab search -src. $ATTNLAB_BENCH_ENCODER and
 // $ATTNLAB_BENCH_RERANKER replace the shipped models. The index is built
 // once (with the embeddings cache of attnlab search, so later runs read it)
@@ -84,18 +84,14 @@ func BenchmarkFolderSearch(b *testing.B) {
 			name = fmt.Sprintf("rerank=%d", depth)
 		}
 		b.Run(fmt.Sprintf("funcs=%d/%s", f.Stats.Funcs, name), func(b *testing.B) {
-			f.Reranker, f.Depth = nil, depth
+			f.Reranker, f.Depth, f.Fuse = nil, depth, true
 			if depth > 0 {
 				f.Reranker = rr
-			}
-			k := 10 // the reranker re-scores max(depth, k)
-			if depth > 0 {
-				k = min(k, depth)
 			}
 			i := 0
 			for b.Loop() {
 				// each search scores afresh: no score is kept between searches
-				if _, err := f.Search(benchQueries[i%len(benchQueries)], k); err != nil {
+				if _, err := f.Search(benchQueries[i%len(benchQueries)], 10); err != nil {
 					b.Fatal(err)
 				}
 				i++

@@ -29,6 +29,7 @@ type Folder struct {
 	Model    *dense.Model
 	Reranker *rerank.Model // nil: no reranking
 	Depth    int           // candidates the reranker re-scores
+	Fuse     bool          // order them by the fusion of first-stage and reranker ranks (rerank.Ranker.Fuse)
 
 	bm25  *retrieve.BM25
 	dense *dense.Index
@@ -198,7 +199,8 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 		for i, p := range f.Funcs {
 			codes[i] = p.Code
 		}
-		r := rerank.NewRanker(f.Reranker, fusion, codes, max(f.Depth, k))
+		r := rerank.NewRanker(f.Reranker, fusion, codes, f.Depth) // below the top Depth: the first stage's order
+		r.Fuse = f.Fuse
 		top = r.Rank(query, min(k, len(f.Funcs)))
 		scores = make([]float64, len(top))
 		r.Score(query, top, scores)
