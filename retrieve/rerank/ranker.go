@@ -112,6 +112,42 @@ func (r *Ranker) Rank(query string, k int) []int {
 	return cands[:min(k, len(cands))]
 }
 
+// scoredRanker is a first stage that returns the scores that ordered its
+// hits (retrieve.Fusion, retrieve.BM25 through Score).
+type scoredRanker interface {
+	RankScored(query string, k int) ([]int, []float64)
+}
+
+// RankScored is Rank with scores that follow its order: the re-ordered top
+// Depth are scored by their new place, 1, 2, … above the best first-stage
+// score below them, the rest keep their first-stage scores. The first
+// stage runs once and each candidate is re-scored once.
+func (r *Ranker) RankScored(query string, k int) ([]int, []float64) {
+	n := max(k, r.Depth)
+	var cands []int
+	var first []float64
+	if sr, ok := r.First.(scoredRanker); ok {
+		c, s := sr.RankScored(query, n)
+		cands, first = slices.Clone(c), slices.Clone(s)
+	} else {
+		cands = slices.Clone(r.First.Rank(query, n))
+		first = make([]float64, len(cands))
+		r.First.Score(query, cands, first)
+	}
+	d := min(r.Depth, len(cands))
+	top := cands[:d]
+	order(top, r.final(r.scores(query, top)))
+	var rest float64 // the best first-stage score below the cut
+	if d < len(cands) {
+		rest = first[d]
+	}
+	for place := range d {
+		first[place] = rest + float64(d-place)
+	}
+	k = min(k, len(cands))
+	return cands[:k], first[:k]
+}
+
 // Score scores docs as Rank would order them: the Depth documents the first
 // stage scores highest are re-ordered as Rank re-orders them (equal scores
 // keep the first stage's order) and scored by their new place, 1, 2, …

@@ -456,6 +456,20 @@ func TestRankerReordersTheTop(t *testing.T) {
 	if fmt.Sprint(ranked) != fmt.Sprint(want) {
 		t.Errorf("fused Score orders %v, want %v", ranked, want)
 	}
+
+	// RankScored: Rank's order, with scores that fall strictly down it
+	for _, k := range []int{8, 6, 2} {
+		hits, sc := r.RankScored(q, k)
+		if fmt.Sprint(hits) != fmt.Sprint(want[:k]) || len(sc) != k {
+			t.Errorf("RankScored(k=%d) = %v, %v; want %v", k, hits, sc, want[:k])
+		}
+		for i := 1; i < len(sc); i++ {
+			if !(sc[i] < sc[i-1]) {
+				t.Errorf("RankScored(k=%d) scores %v do not fall down the list", k, sc)
+				break
+			}
+		}
+	}
 }
 
 func TestMineDenseAndMerge(t *testing.T) {

@@ -201,9 +201,7 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 		}
 		r := rerank.NewRanker(f.Reranker, fusion, codes, f.Depth) // below the top Depth: the first stage's order
 		r.Fuse = f.Fuse
-		top = r.Rank(query, min(k, len(f.Funcs)))
-		scores = make([]float64, len(top))
-		r.Score(query, top, scores)
+		top, scores = r.RankScored(query, min(k, len(f.Funcs)))
 	} else {
 		// the fused scores that ordered the hits, not a fusion of their
 		// ranks among themselves
