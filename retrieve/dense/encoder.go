@@ -58,23 +58,9 @@ type Acts[T nn.Float] struct {
 
 // NewActs returns activations for B sequences of up to Tn tokens.
 func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
-	c := e.Model.Config
-	n, D := B*Tn, c.HiddenSize
-	a := &Acts[T]{B: B, T: Tn, Tokens: make([]int, n), Valid: make([]bool, n), Pos: make([]int, n), Seg: make([]int, n),
-		Out: make([]T, n*D), Rstd: make([]T, n), dx: make([]T, n*D), dxf: make([]T, n*D)}
-	for range c.NumHiddenLayers + 1 {
-		a.X = append(a.X, make([]T, n*D))
-	}
-	for range c.NumHiddenLayers {
-		a.Blocks = append(a.Blocks, e.Model.Block.NewBlockActs(B, Tn))
-	}
-	a.attn = &attention.Config{
-		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
-		Causal: e.Causal, QPos: a.Pos, KPos: a.Pos, QValid: a.Valid, KValid: a.Valid,
-	}
-	sides := *a.attn
-	sides.QSeg, sides.KSeg = a.Seg, a.Seg
-	a.sides = &sides
+	a := e.newActs(B, Tn, false)
+	n := B * Tn * e.Model.Config.HiddenSize
+	a.dx, a.dxf = make([]T, n), make([]T, n)
 	return a
 }
 
@@ -82,17 +68,28 @@ func (e *Encoder[T]) NewActs(B, Tn int) *Acts[T] {
 // Forward and ForwardSegments only: the blocks share one set of
 // intermediate buffers, each overwriting the one before it, so they take
 // about a block's memory instead of every block's. Backward panics on them.
-func (e *Encoder[T]) NewForwardActs(B, Tn int) *Acts[T] {
+func (e *Encoder[T]) NewForwardActs(B, Tn int) *Acts[T] { return e.newActs(B, Tn, true) }
+
+// newActs returns the activations of NewActs without the backward's
+// scratch; forwardOnly: with one BlockActs shared by every block.
+func (e *Encoder[T]) newActs(B, Tn int, forwardOnly bool) *Acts[T] {
 	c := e.Model.Config
 	n, D := B*Tn, c.HiddenSize
 	a := &Acts[T]{B: B, T: Tn, Tokens: make([]int, n), Valid: make([]bool, n), Pos: make([]int, n), Seg: make([]int, n),
-		Out: make([]T, n*D), Rstd: make([]T, n), forwardOnly: true}
+		Out: make([]T, n*D), Rstd: make([]T, n), forwardOnly: forwardOnly}
 	for range c.NumHiddenLayers + 1 {
 		a.X = append(a.X, make([]T, n*D))
 	}
-	shared := e.Model.Block.NewBlockActs(B, Tn)
+	var shared *model.BlockActs[T]
+	if forwardOnly {
+		shared = e.Model.Block.NewBlockActs(B, Tn)
+	}
 	for range c.NumHiddenLayers {
-		a.Blocks = append(a.Blocks, shared)
+		if forwardOnly {
+			a.Blocks = append(a.Blocks, shared)
+		} else {
+			a.Blocks = append(a.Blocks, e.Model.Block.NewBlockActs(B, Tn))
+		}
 	}
 	a.attn = &attention.Config{
 		B: B, Hq: c.NumAttentionHeads, Hkv: c.NumKeyValueHeads, M: Tn, N: Tn, D: c.Head(), Dv: c.Head(),
