@@ -29,7 +29,9 @@ negatives; in-batch copies of a positive and positives of identical queries
 are masked), both directions unless -symmetric=false, at a fixed
 temperature unless -learn-tau; AdamW with warmup and cosine decay. With
 -init the encoder starts from a language model instead (attnlab train's
-checkpoint: its tokenizer, its transformer read bidirectionally, raw text).
+checkpoint: its tokenizer, its transformer read bidirectionally unless
+-causal, raw text), or from a trained dual encoder, which it fine-tunes
+further (-init models/weights/encoder: the shipped one).
 
 It shows a progress bar (a line every 30 s when stderr is not a terminal),
 writes OUT/curves.csv (one row per step, written every 50 steps and at the
@@ -50,7 +52,7 @@ Example: attnlab retriever train -data retr -out run`,
 		fs.BoolVar(&o.Resume, "resume", false, "continue the run in OUT from its last checkpoint (the same command and data; the steps taken are those of an uninterrupted run)")
 		fs.IntVar(&o.SaveEvery, "save-every", 100, "checkpoint every N steps (0: at the end and on an interrupt only)")
 		indexData := fs.String("index-data", "", "comma-separated JSONL files whose code OUT/index holds (default DATA/test.jsonl)")
-		fs.StringVar(&o.Init, "init", "", "start from this language-model checkpoint (attnlab train's OUT/checkpoint): its tokenizer and transformer, raw text; -text, -vocab and the model sizes are then its")
+		fs.StringVar(&o.Init, "init", "", "start from this checkpoint: a language model (attnlab train's OUT/checkpoint: its tokenizer and transformer, raw text; -text, -vocab and the model sizes are then its) or a dual encoder to fine-tune (OUT/model of a run, models/weights/encoder: also its lengths, -causal and -query-prefix)")
 		fs.IntVar(&o.InitLayers, "init-layers", 0, "with -init: keep the language model's first N blocks (0: all)")
 		fs.StringVar(&o.Settings.QueryPrefix, "query-prefix", "", `text written before every query (with -init, "// " makes it read as a doc comment)`)
 		fs.BoolVar(&o.Settings.Causal, "causal", false, "each token attends to the tokens before it only, as in a language model -init starts from (default: to the whole sequence)")

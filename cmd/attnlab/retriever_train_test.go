@@ -540,10 +540,29 @@ func TestRetrieverTrainFromLM(t *testing.T) {
 	if m.Settings.Text != dense.TextRaw || m.Tok.VocabSize() != 300 || m.Dim() != 16 {
 		t.Errorf("text %q, vocabulary %d, width %d: want the language model's (raw, 300, 16)", m.Settings.Text, m.Tok.VocabSize(), m.Dim())
 	}
-	// a dual encoder is not a language model to start from
-	code, _, stderr := attnlab(t, append([]string{"retriever", "train", "-data", data, "-out", filepath.Join(t.TempDir(), "x"), "-init", filepath.Join(out, "model")}, tinyRetriever...)...)
-	if code != 1 || !strings.Contains(stderr, "dual-encoder") {
-		t.Errorf("-init with a dual encoder: exit %d, %s", code, stderr)
+	// a dual encoder is fine-tuned further: its tokenizer, settings and
+	// weights are the start, and the run moves them
+	again := filepath.Join(t.TempDir(), "again")
+	stdout = trainRetriever(t, data, again, "-init", filepath.Join(out, "model"), "-tau", "0.07")
+	if !strings.Contains(stdout, "fine-tuning the dual encoder") {
+		t.Errorf("no word of the dual encoder fine-tuned:\n%s", stdout)
+	}
+	m2, err := dense.Load(filepath.Join(again, "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.Settings.Text != dense.TextRaw || m2.Tok.VocabSize() != 300 || m2.Dim() != 16 || m2.Settings.Tau != 0.07 {
+		t.Errorf("text %q, vocabulary %d, width %d, τ %v: want the first run's (raw, 300, 16) and -tau's 0.07",
+			m2.Settings.Text, m2.Tok.VocabSize(), m2.Dim(), m2.Settings.Tau)
+	}
+	w1, w2 := m.Enc.Params.Embed, m2.Enc.Params.Embed
+	if slices.Equal(w1, w2) {
+		t.Error("fine-tuning left the embedding as it was")
+	}
+	// the blocks of a dual encoder are kept whole
+	code, _, stderr := attnlab(t, append([]string{"retriever", "train", "-data", data, "-out", filepath.Join(t.TempDir(), "x"), "-init", filepath.Join(out, "model"), "-init-layers", "1"}, tinyRetriever...)...)
+	if code != 1 || !strings.Contains(stderr, "init-layers 1") {
+		t.Errorf("-init-layers with a dual encoder: exit %d, %s", code, stderr)
 	}
 }
 

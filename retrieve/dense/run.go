@@ -34,8 +34,10 @@ type RunOptions struct {
 	Settings Settings     // text, sequence lengths, τ
 	Vocab    int          // tokenizer size
 	Model    model.Config // sizes of the encoder
-	// Init is a language-model checkpoint to start from (FromLM): its
-	// tokenizer and transformer replace Vocab, Model and Settings.Text.
+	// Init is a checkpoint to start from: a language model (FromLM), whose
+	// tokenizer and transformer replace Vocab, Model and Settings.Text, or
+	// a dual encoder to fine-tune further, whose Settings but τ also
+	// replace these.
 	Init string
 	// InitLayers keeps the first InitLayers blocks of Init (0: all).
 	InitLayers int
@@ -182,10 +184,26 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		}
 		ev.Logf("encoder: resuming %s", ckpt)
 	} else if o.Init != "" {
-		if m, err = FromLM(o.Init, o.Settings, o.InitLayers); err != nil {
+		kind, err := model.ReadKind(o.Init)
+		if err != nil {
 			return nil, err
 		}
-		ev.Logf("encoder: the language model %s (its tokenizer of %d ids, raw text)", o.Init, m.Tok.VocabSize())
+		if kind == model.KindDualEncoder {
+			if o.InitLayers != 0 {
+				return nil, fmt.Errorf("dense: init-layers %d with the dual encoder %s: its blocks are kept whole", o.InitLayers, o.Init)
+			}
+			if m, err = Load(o.Init); err != nil {
+				return nil, err
+			}
+			m.Settings.Tau = o.Settings.Tau
+			ev.Logf("encoder: fine-tuning the dual encoder %s (its tokenizer of %d ids, its text, lengths, attention and query prefix %q)",
+				o.Init, m.Tok.VocabSize(), m.Settings.QueryPrefix)
+		} else {
+			if m, err = FromLM(o.Init, o.Settings, o.InitLayers); err != nil {
+				return nil, err
+			}
+			ev.Logf("encoder: the language model %s (its tokenizer of %d ids, raw text)", o.Init, m.Tok.VocabSize())
+		}
 	} else {
 		tok, err := TrainTokenizer(trainPairs, o.Vocab, o.Settings)
 		if err != nil {
