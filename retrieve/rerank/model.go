@@ -3,11 +3,15 @@ package rerank
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -201,9 +205,10 @@ func (m *Model) ScoreTokens(query, code []int) (float32, error) {
 // already tokenised and truncated: the same scores as ScoreTokens one by
 // one, computed several pairs to a forward pass, whose products are taller
 // and use the cores better. Pairs are grouped by padded length, so a short
-// document is not padded to the longest, and each group is run in batches
-// of 8, 4, 2 and 1 pairs, so that the activations reused from call to call
-// come in a handful of shapes whatever the number of documents.
+// document is not padded to the longest; each group is cut into even
+// batches of at most 8 pairs (two when it is the only group), so that the
+// activations reused from call to call come in a bounded set of shapes,
+// and the batches run two at a time (GOMAXPROCS at a time).
 func (m *Model) ScoreBatch(query []int, codes [][]int) ([]float32, error) {
 	out := make([]float32, len(codes))
 	groups := map[int][]int{} // padded pair length → indices into codes
@@ -216,26 +221,49 @@ func (m *Model) ScoreBatch(query []int, codes [][]int) ([]float32, error) {
 		groups[n] = append(groups[n], i)
 	}
 	slices.Sort(lens)
+	var batches [][]int // indices into codes, one forward pass each
 	for _, n := range lens {
 		idx := groups[n]
-		for len(idx) > 0 {
-			b := 8
-			for b > len(idx) {
-				b /= 2
-			}
-			batch := make([][]int, b)
-			for j, i := range idx[:b] {
-				batch[j] = codes[i]
-			}
-			s, err := m.scoreSameLength(query, batch)
-			if err != nil {
-				return nil, err
-			}
-			for j, i := range idx[:b] {
-				out[i] = s[j]
-			}
+		parts := (len(idx) + 7) / 8
+		if len(lens) == 1 && parts == 1 && len(idx) > 1 {
+			parts = 2
+		}
+		for p := range parts {
+			b := (len(idx) + parts - p - 1) / (parts - p)
+			batches = append(batches, idx[:b])
 			idx = idx[b:]
 		}
+	}
+	// Two passes at once keep the cores busy through the serial parts of a
+	// block (norms, activations, rotations) that a lone pass leaves idle.
+	errs := make([]error, len(batches))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(batches), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for {
+				x := int(next.Add(1)) - 1
+				if x >= len(batches) {
+					return
+				}
+				batch := make([][]int, len(batches[x]))
+				for j, i := range batches[x] {
+					batch[j] = codes[i]
+				}
+				s, err := m.scoreSameLength(query, batch)
+				if err != nil {
+					errs[x] = err
+					continue
+				}
+				for j, i := range batches[x] {
+					out[i] = s[j]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -573,19 +573,27 @@ func TestScoreBatch(t *testing.T) {
 		m.SetIDF(codes)
 		// documents of other padded lengths, in between: the batch is
 		// run in groups of one length and the scores must come back in order
-		codes = slices.Insert(codes, 2, codes[0][:2], codes[1][:1])
-		q := m.QueryTokens(ps[0].Query)
-		got, err := m.ScoreBatch(q, codes)
-		if err != nil {
-			t.Fatal(err)
+		mixed := slices.Insert(slices.Clone(codes), 2, codes[0][:2], codes[1][:1])
+		// documents of one padded length: one group, cut in two batches
+		// (5: 3 + 2) or more (11: 6 + 5)
+		var same [][]int
+		for i := range 11 {
+			same = append(same, slices.Concat(codes[i%len(codes)][:1], codes[0][:3]))
 		}
-		for i, c := range codes {
-			want, err := m.ScoreTokens(q, c)
+		q := m.QueryTokens(ps[0].Query)
+		for _, docs := range [][][]int{mixed, same[:5], same, same[:1]} {
+			got, err := m.ScoreBatch(q, docs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := math.Abs(float64(got[i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
-				t.Errorf("causal=%v: document %d (%d tokens): batch %v, alone %v", causal, i, len(c), got[i], want)
+			for i, c := range docs {
+				want, err := m.ScoreTokens(q, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := math.Abs(float64(got[i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
+					t.Errorf("causal=%v, %d documents: document %d (%d tokens): batch %v, alone %v", causal, len(docs), i, len(c), got[i], want)
+				}
 			}
 		}
 	}
