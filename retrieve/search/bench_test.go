@@ -28,7 +28,7 @@ var benchQueries = []string{
 }
 
 // BenchmarkFolderSearch times a search of a large folder of Go code (the
-// Go distribution's cmd tree, about 25,000 functions with a body, or
+// Go distribution's cmd tree, about 12,000 functions with a body, or
 // $ATTNLAB_BENCH_SRC) with the shipped encoder, without a reranker and
 // with the shipped reranker re-scoring the top 5 (the default of search),
 // 10 and 20, ten results each:
