@@ -19,7 +19,7 @@ type System struct {
 // Systems builds the named systems over one set of pairs, each index once
 // (hybrid reuses bm25's and dense's). The names are:
 //
-//	bm25, dense, hybrid                  first stages (hybrid: reciprocal rank fusion of the other two)
+//	bm25, dense, hybrid                  first stages (hybrid: the other two combined, as Hybrid says)
 //	FIRST+rerank                         the reranker re-scores FIRST's top candidates
 //	FIRST+rerank+fused                   ... ordered by fusing FIRST's and the reranker's ranks
 //
@@ -28,6 +28,7 @@ type System struct {
 type Systems struct {
 	Pairs          []Pair
 	Queries, Codes []string
+	Hybrid         Hybrid // how hybrid combines bm25 and dense
 
 	// Dense builds the dense first stage over Codes (nil: no dense model).
 	Dense func(ctx context.Context) (Ranker, error)
@@ -115,7 +116,7 @@ func (s *Systems) Get(ctx context.Context, name string) (System, error) {
 		if err != nil {
 			return sys, err
 		}
-		sys.Ranker, sys.Build = Fusion{Systems: []Ranker{bm.Ranker, dn.Ranker}}, bm.Build+dn.Build
+		sys.Ranker, sys.Build = s.Hybrid.Ranker(bm.Ranker, dn.Ranker), bm.Build+dn.Build
 	}
 	s.built[name] = sys
 	return sys, nil

@@ -26,8 +26,10 @@ protocol (the gold among 999 distractors drawn with -seed): CSN MRR, the
 time to build the system's index, and the time of one top-10 query.
 
 Systems: bm25 (Okapi BM25, k1 = 1.2, b = 0.75, over code-aware terms);
-dense (the encoder of -model, exhaustive cosine search); hybrid (reciprocal
-rank fusion, k = 60, of the top 100 of bm25 and of dense); FIRST+rerank
+dense (the encoder of -model, exhaustive cosine search); hybrid (over the
+top 100 of bm25 and of dense, their scores rescaled to [0, 1] and weighed
+-bm25-weight and the rest; with -fusion rrf the reciprocal rank fusion,
+k = 60, of their ranks); FIRST+rerank
 (the cross-encoder of -reranker re-scores the top -rerank-depth candidates
 of the first stage FIRST) and FIRST+rerank+fused (the same candidates
 ordered by fusing the first stage's and the reranker's ranks). By default,
@@ -45,6 +47,7 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")
 		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
 		fs.IntVar(&o.Depth, "rerank-depth", 5, "first-stage candidates the reranker re-scores per query (5: as search does)")
+		checkHybrid := hybridFlags(fs, &o.Hybrid)
 		fs.StringVar(&o.WriteIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing -write-index folder")
 		fs.IntVar(&o.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")
@@ -64,6 +67,9 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 				return usagef("-json and -markdown: choose one")
 			case o.Candidates < 2 || o.Workers < 0 || o.Depth < 1:
 				return usagef("-candidates %d, -workers %d, -rerank-depth %d: want candidates >= 2, workers >= 0, depth >= 1", o.Candidates, o.Workers, o.Depth)
+			}
+			if err := checkHybrid(); err != nil {
+				return err
 			}
 			if o.Model == "none" {
 				o.Model = ""
@@ -164,5 +170,26 @@ func roundDuration(d time.Duration) time.Duration {
 		if d < 1000*r {
 			return d.Round(r)
 		}
+	}
+}
+
+// hybridFlags defines -fusion and -bm25-weight, which say how the hybrid
+// first stage combines BM25 and the encoder, into h; the function returned
+// checks them after parsing.
+func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid) func() error {
+	fusion := fs.String("fusion", "blend", "how the hybrid first stage combines BM25 and the encoder: blend (their scores, each rescaled to [0, 1] over the candidates, BM25's weighed -bm25-weight and the encoder's the rest) or rrf (reciprocal rank fusion of their ranks)")
+	fs.Float64Var(&h.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -fusion blend: the weight of BM25's score, in (0, 1)")
+	return func() error {
+		switch *fusion {
+		case "blend":
+		case "rrf":
+			h.RRF = true
+		default:
+			return usagef("-fusion %q: want blend or rrf", *fusion)
+		}
+		if !(h.BM25Weight > 0) || h.Validate() != nil {
+			return usagef("-bm25-weight %v: want a value in (0, 1) (the encoder's weight is the rest)", h.BM25Weight)
+		}
+		return nil
 	}
 }

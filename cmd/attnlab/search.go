@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/attnlab/attnlab/models"
+	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 	"github.com/attnlab/attnlab/retrieve/search"
@@ -26,8 +27,10 @@ var searchCmd = register(&command{
 With -src it indexes a folder of Go code (every function and method with a
 body in its non-test .go files; vendor, testdata, hidden folders and
 generated files skipped, unreadable files counted) with the dual encoder of
--model, ranks by the reciprocal rank fusion of BM25 and the encoder, and
-re-scores the top -depth with the reranker of -reranker, ordering them by
+-model, ranks by BM25's and the encoder's scores, each rescaled to [0, 1]
+over the candidates and weighed 0.3 and 0.7 (-bm25-weight; -fusion rrf:
+the reciprocal rank fusion of their ranks instead), and re-scores the top
+-depth with the reranker of -reranker, ordering them by
 the fusion of their first-stage and reranker ranks (-fuse=false: by the
 reranker alone). Without -model it uses the encoder and the reranker
 attnlab ships (-reranker none: no reranking; with -model, -reranker
@@ -53,6 +56,7 @@ type searchOpts struct {
 	src, index, model, reranker, cache string
 	k, depth                           int
 	code, quiet, fuse                  bool
+	hybrid                             retrieve.Hybrid
 }
 
 func init() {
@@ -65,6 +69,7 @@ func init() {
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
 		fs.IntVar(&o.depth, "depth", 5, "with -src and a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
 		fs.BoolVar(&o.fuse, "fuse", true, "with -src and a reranker: order the re-scored candidates by the reciprocal rank fusion of their first-stage and reranker ranks (false: by the reranker alone)")
+		checkHybrid := hybridFlags(fs, &o.hybrid)
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
 		fs.IntVar(&o.k, "k", 10, "results to print")
 		fs.BoolVar(&o.code, "code", false, "print each result's whole code instead of its first line")
@@ -78,6 +83,9 @@ func init() {
 				return usagef("missing query")
 			case o.k < 1 || o.depth < 1:
 				return usagef("-k %d, -depth %d: want >= 1", o.k, o.depth)
+			}
+			if err := checkHybrid(); err != nil {
+				return err
 			}
 			if o.index != "" {
 				return searchIndex(o, query, stdout)
@@ -124,6 +132,7 @@ func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Wr
 	if err != nil {
 		return err
 	}
+	f.Hybrid = o.hybrid
 	if o.reranker != "" {
 		if f.Reranker, err = rerank.Load(o.reranker); err != nil {
 			return err

@@ -386,7 +386,7 @@ func lengthBias(ctx context.Context, pairs []retrieve.Pair, m *dense.Model, rr *
 		if err != nil {
 			return nil, err
 		}
-		first = retrieve.Fusion{Systems: []retrieve.Ranker{first, x.Ranker()}}
+		first = retrieve.Hybrid{}.Ranker(first, x.Ranker())
 	}
 	ranker := rerank.NewRanker(rr, first, codes, 20)
 	var sum float64

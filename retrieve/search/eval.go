@@ -20,6 +20,7 @@ type EvalOptions struct {
 	Model    string   // dual-encoder checkpoint or index folder ("" none)
 	Reranker string   // reranker checkpoint ("" none)
 	Depth    int      // candidates the reranker re-scores
+	Hybrid   retrieve.Hybrid
 
 	WriteIndex string // save the dense index of the file's code here ("" none)
 	Force      bool   // replace an existing WriteIndex folder
@@ -78,6 +79,9 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 	if o.Depth < 1 {
 		return nil, fmt.Errorf("search: rerank depth %d: want >= 1", o.Depth)
 	}
+	if err := o.Hybrid.Validate(); err != nil {
+		return nil, err
+	}
 	if o.WriteIndex != "" {
 		if o.Model == "" {
 			return nil, errors.New("search: writing an index needs a dense model")
@@ -106,6 +110,7 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 	}
 
 	sys := retrieve.NewSystems(pairs)
+	sys.Hybrid = o.Hybrid
 	var dm *dense.Model
 	var index *dense.Index
 	if o.Model != "" {

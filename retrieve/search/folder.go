@@ -27,9 +27,10 @@ type Folder struct {
 	Root     string
 	Funcs    []retrieve.Pair
 	Model    *dense.Model
-	Reranker *rerank.Model // nil: no reranking
-	Depth    int           // candidates the reranker re-scores
-	Fuse     bool          // order them by the fusion of first-stage and reranker ranks (rerank.Ranker.Fuse)
+	Reranker *rerank.Model   // nil: no reranking
+	Depth    int             // candidates the reranker re-scores
+	Fuse     bool            // order them by the fusion of first-stage and reranker ranks (rerank.Ranker.Fuse)
+	Hybrid   retrieve.Hybrid // how the first stage combines BM25 and the encoder
 
 	bm25  *retrieve.BM25
 	dense *dense.Index
@@ -184,14 +185,14 @@ type Hit struct {
 	Score float64 // the last stage's score: the reranker's, else the fusion's
 }
 
-// Search returns the k functions that best answer query: the reciprocal
-// rank fusion of BM25 and the dual encoder, re-scored by the reranker when
-// there is one. A query in which the encoder reads nothing is an error.
+// Search returns the k functions that best answer query: BM25 and the dual
+// encoder combined as f.Hybrid says, re-scored by the reranker when there
+// is one. A query in which the encoder reads nothing is an error.
 func (f *Folder) Search(query string, k int) ([]Hit, error) {
 	if err := f.Model.CheckQuery(query); err != nil {
 		return nil, err
 	}
-	fusion := retrieve.Fusion{Systems: []retrieve.Ranker{f.bm25, f.dense.Ranker()}}
+	fusion := f.Hybrid.Ranker(f.bm25, f.dense.Ranker())
 	var top []int
 	var scores []float64
 	if f.Reranker != nil {
