@@ -42,8 +42,16 @@ func (b Blend) RankScored(query string, k int) ([]int, []float64) {
 	}
 	var union []int
 	seen := map[int]bool{}
-	for _, s := range b.Systems {
-		for _, d := range s.Rank(query, depth) {
+	all := make([][]float64, len(b.Systems)) // the whole corpus's scores of an Exhaustive system
+	for i, s := range b.Systems {
+		var top []int
+		if ex, ok := s.(Exhaustive); ok {
+			all[i] = ex.ScoreAll(query)
+			top = ex.Top(all[i], depth)
+		} else {
+			top = s.Rank(query, depth)
+		}
+		for _, d := range top {
 			if !seen[d] {
 				seen[d] = true
 				union = append(union, d)
@@ -51,7 +59,7 @@ func (b Blend) RankScored(query string, k int) ([]int, []float64) {
 		}
 	}
 	scores := make([]float64, len(union))
-	b.Score(query, union, scores)
+	b.blend(query, union, scores, all)
 	idx := make([]int, len(union))
 	for i := range idx {
 		idx[i] = i
@@ -77,6 +85,13 @@ func (b Blend) RankScored(query string, k int) ([]int, []float64) {
 // sum of every system's score rescaled to [0, 1] over docs. A system that
 // scores all of docs alike adds nothing.
 func (b Blend) Score(query string, docs []int, scores []float64) {
+	b.blend(query, docs, scores, make([][]float64, len(b.Systems)))
+}
+
+// blend is Score with the scores of the whole corpus of some systems
+// already computed: all[i] non-nil for those, read instead of calling
+// their Score.
+func (b Blend) blend(query string, docs []int, scores []float64, all [][]float64) {
 	if len(b.Weights) != len(b.Systems) {
 		panic(fmt.Sprintf("retrieve: Blend of %d systems with %d weights", len(b.Systems), len(b.Weights)))
 	}
@@ -86,7 +101,13 @@ func (b Blend) Score(query string, docs []int, scores []float64) {
 	}
 	sys := make([]float64, len(docs))
 	for i, s := range b.Systems {
-		s.Score(query, docs, sys)
+		if all[i] != nil {
+			for j, d := range docs {
+				sys[j] = all[i][d]
+			}
+		} else {
+			s.Score(query, docs, sys)
+		}
 		lo, hi := slices.Min(sys), slices.Max(sys)
 		if !(hi > lo) {
 			continue
@@ -95,6 +116,16 @@ func (b Blend) Score(query string, docs []int, scores []float64) {
 			scores[j] += b.Weights[i] * (v - lo) / (hi - lo)
 		}
 	}
+}
+
+// Exhaustive is a Ranker that scores the whole corpus for a query in one
+// pass (BM25, Dense): Rank(query, k) is Top(ScoreAll(query), k), and Score
+// reads ScoreAll. A Blend asks it once per query instead of twice (its
+// ranking, then its scores of the other systems' candidates).
+type Exhaustive interface {
+	Ranker
+	ScoreAll(query string) []float64 // the score of every document
+	Top(scores []float64, k int) []int
 }
 
 // Hybrid says how the hybrid first stage combines BM25 and the dual

@@ -93,3 +93,36 @@ func TestHybridSystem(t *testing.T) {
 		}
 	}
 }
+
+// opaque hides a Ranker's other methods (Exhaustive), so that a Blend
+// ranks and scores through Rank and Score alone.
+type opaque struct{ Ranker }
+
+// TestBlendExhaustive: a Blend of BM25 and a dense Ranker, which score
+// the whole corpus once per query (Exhaustive), ranks and scores as the
+// Blend of the same systems asked through Rank and Score; and an
+// Exhaustive system's Top of ScoreAll is its Rank.
+func TestBlendExhaustive(t *testing.T) {
+	codes := []string{
+		"func ReadFile(name string) ([]byte, error)", "func WriteFile(name string, data []byte) error",
+		"func (b *Buffer) Len() int { return len(b.buf) }", "func Open(name string) (*File, error)",
+		"func ReadAll(r Reader) ([]byte, error)", "func (f *File) Close() error",
+		"func Contains(s, substr string) bool", "func (b *Buffer) Write(p []byte) (int, error)",
+	}
+	bm := NewBM25(codes)
+	dn := Dense{Query: hashEncoder{D: 16}, Index: NewFlat(hashEncoder{D: 16}, codes)}
+	fast := Blend{Systems: []Ranker{bm, dn}, Weights: []float64{0.3, 0.7}, Depth: 3}
+	slow := Blend{Systems: []Ranker{opaque{bm}, opaque{dn}}, Weights: []float64{0.3, 0.7}, Depth: 3}
+	for _, q := range []string{"read a file", "length of the buffer", "close", "nothing in common"} {
+		for _, ex := range []Exhaustive{bm, dn} {
+			if got, want := ex.Top(ex.ScoreAll(q), 5), ex.Rank(q, 5); !slices.Equal(got, want) {
+				t.Errorf("%q: %T: Top(ScoreAll) %v, Rank %v", q, ex, got, want)
+			}
+		}
+		d1, s1 := fast.RankScored(q, 5)
+		d2, s2 := slow.RankScored(q, 5)
+		if !slices.Equal(d1, d2) || !slices.Equal(s1, s2) {
+			t.Errorf("%q: exhaustive %v %v, through Rank and Score %v %v", q, d1, s1, d2, s2)
+		}
+	}
+}

@@ -161,6 +161,13 @@ func (x *BM25) Scores(query string) []float64 {
 	return acc
 }
 
+// ScoreAll is Scores (Exhaustive).
+func (x *BM25) ScoreAll(query string) []float64 { return x.Scores(query) }
+
+// Top returns the documents of Rank from the scores of ScoreAll: those with
+// a positive score, at most k, best first (Exhaustive).
+func (x *BM25) Top(scores []float64, k int) []int { return topK(scores, k, true) }
+
 // Score writes the score of document docs[i] for query into scores[i].
 // It panics if scores is shorter than docs.
 func (x *BM25) Score(query string, docs []int, scores []float64) {

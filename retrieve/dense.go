@@ -92,6 +92,23 @@ func (d Dense) Rank(query string, k int) []int {
 	return d.Index.Search(q, k)
 }
 
+// ScoreAll returns the dot product of the query's vector with every
+// document's (Exhaustive).
+func (d Dense) ScoreAll(query string) []float64 {
+	q := make([]float32, d.Query.Dim())
+	d.Query.Encode(q, query)
+	all := make([]int, d.Index.Len())
+	for i := range all {
+		all[i] = i
+	}
+	scores := make([]float64, len(all))
+	d.Index.Dots(scores, q, all)
+	return scores
+}
+
+// Top returns the documents of Rank from the scores of ScoreAll (Exhaustive).
+func (d Dense) Top(scores []float64, k int) []int { return TopK(scores, k) }
+
 // Score writes the dot products of the query's vector with those of docs.
 func (d Dense) Score(query string, docs []int, scores []float64) {
 	q := make([]float32, d.Query.Dim())
