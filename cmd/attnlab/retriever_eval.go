@@ -47,7 +47,7 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")
 		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
 		fs.IntVar(&o.Depth, "rerank-depth", 5, "first-stage candidates the reranker re-scores per query (5: as search does)")
-		checkHybrid := hybridFlags(fs, &o.Hybrid)
+		checkHybrid := hybridFlags(fs, &o.Hybrid, &o.FuseWeight)
 		fs.StringVar(&o.WriteIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing -write-index folder")
 		fs.IntVar(&o.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")
@@ -176,7 +176,8 @@ func roundDuration(d time.Duration) time.Duration {
 // hybridFlags defines -fusion and -bm25-weight, which say how the hybrid
 // first stage combines BM25 and the encoder, into h; the function returned
 // checks them after parsing.
-func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid) func() error {
+func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func() error {
+	fs.Float64Var(fuseWeight, "fuse-weight", 0, "fused reranked systems: 0 fuses the first stage's and the reranker's ranks; a value in (0, 1) fuses their scores, each rescaled to [0, 1] over the re-scored candidates, the first stage's weighed this and the reranker's the rest")
 	fusion := fs.String("fusion", "blend", "how the hybrid first stage combines BM25 and the encoder: blend (their scores, each rescaled to [0, 1] over the candidates, BM25's weighed -bm25-weight and the encoder's the rest) or rrf (reciprocal rank fusion of their ranks)")
 	fs.Float64Var(&h.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -fusion blend: the weight of BM25's score, in (0, 1)")
 	return func() error {
@@ -189,6 +190,9 @@ func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid) func() error {
 		}
 		if !(h.BM25Weight > 0) || h.Validate() != nil {
 			return usagef("-bm25-weight %v: want a value in (0, 1) (the encoder's weight is the rest)", h.BM25Weight)
+		}
+		if !(*fuseWeight >= 0 && *fuseWeight < 1) {
+			return usagef("-fuse-weight %v: want 0 (ranks) or a value in (0, 1)", *fuseWeight)
 		}
 		return nil
 	}

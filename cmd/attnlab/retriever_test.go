@@ -96,6 +96,7 @@ func TestRetrieverErrors(t *testing.T) {
 		{[]string{"retriever", "eval", "-data", bad, "-bm25-weight", "1"}, 2, "-bm25-weight 1: want a value in (0, 1)"},
 		{[]string{"retriever", "eval", "-data", bad, "-bm25-weight", "0"}, 2, "-bm25-weight 0: want a value in (0, 1)"},
 		{[]string{"search", "-src", dir, "-bm25-weight", "NaN", "query"}, 2, "-bm25-weight NaN"},
+		{[]string{"retriever", "eval", "-data", bad, "-fuse-weight", "1"}, 2, "-fuse-weight 1: want 0 (ranks) or a value in (0, 1)"},
 		{[]string{"retriever", "data", "-val-frac", "0.6", "-test-frac", "0.5"}, 2, "sum of at most 1"},
 		{[]string{"retriever", "data", "-val-frac", "-0.1"}, 2, "-val-frac -0.1"},
 		{[]string{"retriever", "eval", "-data", bad}, 1, `bad.jsonl:2: missing field "query"`},

@@ -57,6 +57,7 @@ type searchOpts struct {
 	k, depth                           int
 	code, quiet, fuse                  bool
 	hybrid                             retrieve.Hybrid
+	fuseWeight                         float64
 }
 
 func init() {
@@ -69,7 +70,7 @@ func init() {
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
 		fs.IntVar(&o.depth, "depth", 5, "with -src and a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
 		fs.BoolVar(&o.fuse, "fuse", true, "with -src and a reranker: order the re-scored candidates by the reciprocal rank fusion of their first-stage and reranker ranks (false: by the reranker alone)")
-		checkHybrid := hybridFlags(fs, &o.hybrid)
+		checkHybrid := hybridFlags(fs, &o.hybrid, &o.fuseWeight)
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
 		fs.IntVar(&o.k, "k", 10, "results to print")
 		fs.BoolVar(&o.code, "code", false, "print each result's whole code instead of its first line")
@@ -137,7 +138,7 @@ func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Wr
 		if f.Reranker, err = rerank.Load(o.reranker); err != nil {
 			return err
 		}
-		f.Depth, f.Fuse = o.depth, o.fuse
+		f.Depth, f.Fuse, f.FuseWeight = o.depth, o.fuse, o.fuseWeight
 	}
 	st := f.Stats
 	start := time.Now()

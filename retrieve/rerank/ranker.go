@@ -25,6 +25,11 @@ type Ranker struct {
 	// instead of by the cross-encoder alone: the reranker votes with the
 	// first stage rather than overruling it.
 	Fuse bool
+	// FuseWeight, when above 0, fuses scores instead of ranks: the first
+	// stage's and the cross-encoder's, each rescaled to [0, 1] over the
+	// re-scored candidates (retrieve.Blend's rule), weighed FuseWeight and
+	// 1 − FuseWeight.
+	FuseWeight float64
 
 	codes sync.Map // document → []int, its tokens
 	cache sync.Map // pairKey → float32
@@ -73,10 +78,28 @@ func (r *Ranker) scores(query string, docs []int) []float64 {
 }
 
 // final returns the scores that order candidates given best first by the
-// first stage: the cross-encoder's, or with Fuse the fusion of both ranks.
-func (r *Ranker) final(ce []float64) []float64 {
+// first stage, whose scores are first: the cross-encoder's, or with Fuse
+// the fusion of both ranks (or scores, FuseWeight).
+func (r *Ranker) final(ce, first []float64) []float64 {
 	if !r.Fuse {
 		return ce
+	}
+	if r.FuseWeight > 0 {
+		out := make([]float64, len(ce))
+		for i, part := range [][]float64{first, ce} {
+			w := r.FuseWeight
+			if i == 1 {
+				w = 1 - w
+			}
+			lo, hi := slices.Min(part), slices.Max(part)
+			if !(hi > lo) {
+				continue
+			}
+			for j, v := range part {
+				out[j] += w * (v - lo) / (hi - lo)
+			}
+		}
+		return out
 	}
 	idx := make([]int, len(ce))
 	for i := range idx {
@@ -106,10 +129,8 @@ func order(docs []int, scores []float64) {
 // Rank re-scores the first stage's top Depth documents and returns the best
 // k: the re-ordered candidates, then the first stage's order beyond Depth.
 func (r *Ranker) Rank(query string, k int) []int {
-	cands := slices.Clone(r.First.Rank(query, max(k, r.Depth))) // reordered below: not the first stage's slice
-	top := cands[:min(r.Depth, len(cands))]
-	order(top, r.final(r.scores(query, top)))
-	return cands[:min(k, len(cands))]
+	docs, _ := r.RankScored(query, k)
+	return docs
 }
 
 // scoredRanker is a first stage that returns the scores that ordered its
@@ -136,7 +157,7 @@ func (r *Ranker) RankScored(query string, k int) ([]int, []float64) {
 	}
 	d := min(r.Depth, len(cands))
 	top := cands[:d]
-	order(top, r.final(r.scores(query, top)))
+	order(top, r.final(r.scores(query, top), first[:d]))
 	var rest float64 // the best first-stage score below the cut
 	if d < len(cands) {
 		rest = first[d]
@@ -173,7 +194,11 @@ func (r *Ranker) Score(query string, docs []int, scores []float64) {
 		rest = scores[idx[n]]
 	}
 	at := slices.Clone(idx[:n]) // positions in docs, in first-stage order
-	order(at, r.final(r.scores(query, top)))
+	first := make([]float64, n)
+	for i, j := range at {
+		first[i] = scores[j]
+	}
+	order(at, r.final(r.scores(query, top), first))
 	for place, j := range at {
 		scores[j] = rest + float64(n-place)
 	}

@@ -470,6 +470,28 @@ func TestRankerReordersTheTop(t *testing.T) {
 			}
 		}
 	}
+
+	// With FuseWeight the top 4 are ordered by 0.4·(first-stage score) +
+	// 0.6·(cross-encoder score), each rescaled to [0, 1] over the four: the
+	// first stage scores them 8, 7, 6, 5 (type first), so 1, 2/3, 1/3, 0.
+	r.FuseWeight = 0.4
+	lo, hi := slices.Min(ce), slices.Max(ce)
+	blended := []int{7, 6, 5, 4}
+	bs := make([]float64, 4)
+	for i, d := range blended { // top and ce are in the cross-encoder's order
+		bs[i] = 0.4*float64(3-i)/3 + 0.6*(ce[slices.Index(top, d)]-lo)/(hi-lo)
+	}
+	order(blended, bs)
+	want = append(blended, 3, 2, 1, 0)
+	if got := r.Rank(q, 8); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("score-fused Rank = %v, want %v (blended scores %v)", got, want, bs)
+	}
+	r.Score(q, docs, scores)
+	ranked = append([]int(nil), docs...)
+	order(ranked, scores)
+	if fmt.Sprint(ranked) != fmt.Sprint(want) {
+		t.Errorf("score-fused Score orders %v, want %v", ranked, want)
+	}
 }
 
 func TestMineDenseAndMerge(t *testing.T) {

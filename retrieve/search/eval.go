@@ -21,6 +21,9 @@ type EvalOptions struct {
 	Reranker string   // reranker checkpoint ("" none)
 	Depth    int      // candidates the reranker re-scores
 	Hybrid   retrieve.Hybrid
+	// FuseWeight: the fused reranked systems fuse scores, the first
+	// stage's weighed FuseWeight (rerank.Ranker.FuseWeight); 0: ranks
+	FuseWeight float64
 
 	WriteIndex string // save the dense index of the file's code here ("" none)
 	Force      bool   // replace an existing WriteIndex folder
@@ -82,6 +85,9 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 	if err := o.Hybrid.Validate(); err != nil {
 		return nil, err
 	}
+	if !(o.FuseWeight >= 0 && o.FuseWeight < 1) {
+		return nil, fmt.Errorf("search: fuse weight %v: want 0 (ranks) or a value in (0, 1)", o.FuseWeight)
+	}
 	if o.WriteIndex != "" {
 		if o.Model == "" {
 			return nil, errors.New("search: writing an index needs a dense model")
@@ -133,7 +139,7 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 		}
 		sys.Rerank = func(first retrieve.Ranker, fused bool) retrieve.Ranker {
 			r := rerank.NewRanker(rm, first, sys.Codes, o.Depth)
-			r.Fuse = fused
+			r.Fuse, r.FuseWeight = fused, o.FuseWeight
 			return r
 		}
 	}

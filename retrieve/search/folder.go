@@ -31,6 +31,9 @@ type Folder struct {
 	Depth    int             // candidates the reranker re-scores
 	Fuse     bool            // order them by the fusion of first-stage and reranker ranks (rerank.Ranker.Fuse)
 	Hybrid   retrieve.Hybrid // how the first stage combines BM25 and the encoder
+	// FuseWeight: with Fuse, fuse scores, the first stage's weighed
+	// FuseWeight (rerank.Ranker.FuseWeight); 0: ranks
+	FuseWeight float64
 
 	bm25  *retrieve.BM25
 	dense *dense.Index
@@ -201,7 +204,7 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 			codes[i] = p.Code
 		}
 		r := rerank.NewRanker(f.Reranker, fusion, codes, f.Depth) // below the top Depth: the first stage's order
-		r.Fuse = f.Fuse
+		r.Fuse, r.FuseWeight = f.Fuse, f.FuseWeight
 		top, scores = r.RankScored(query, min(k, len(f.Funcs)))
 	} else {
 		// the fused scores that ordered the hits, not a fusion of their
