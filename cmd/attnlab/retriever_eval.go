@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/rerank"
 	"github.com/attnlab/attnlab/retrieve/search"
 )
 
@@ -32,7 +33,9 @@ top 100 of bm25 and of dense, their scores rescaled to [0, 1] and weighed
 k = 60, of their ranks); FIRST+rerank
 (the cross-encoder of -reranker re-scores the top -rerank-depth candidates
 of the first stage FIRST) and FIRST+rerank+fused (the same candidates
-ordered by fusing the first stage's and the reranker's ranks). By default,
+ordered by adding the first stage's and the reranker's scores, rescaled,
+weighed -fuse-weight and the rest; -fuse-weight 0: by the reciprocal rank
+fusion of their ranks). By default,
 every system the given models allow. A file of 10 pairs or fewer is
 measured with a warning: every gold is then in the top 10.
 
@@ -177,7 +180,7 @@ func roundDuration(d time.Duration) time.Duration {
 // first stage combines BM25 and the encoder, into h; the function returned
 // checks them after parsing.
 func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func() error {
-	fs.Float64Var(fuseWeight, "fuse-weight", 0, "fused reranked systems: 0 fuses the first stage's and the reranker's ranks; a value in (0, 1) fuses their scores, each rescaled to [0, 1] over the re-scored candidates, the first stage's weighed this and the reranker's the rest")
+	fs.Float64Var(fuseWeight, "fuse-weight", rerank.DefaultFuseWeight, "fused reranking: the first stage's and the reranker's scores, each rescaled to [0, 1] over the re-scored candidates, are added with the first stage's weighed this and the reranker's the rest; 0: the reciprocal rank fusion of their ranks instead")
 	fusion := fs.String("fusion", "blend", "how the hybrid first stage combines BM25 and the encoder: blend (their scores, each rescaled to [0, 1] over the candidates, BM25's weighed -bm25-weight and the encoder's the rest) or rrf (reciprocal rank fusion of their ranks)")
 	fs.Float64Var(&h.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -fusion blend: the weight of BM25's score, in (0, 1)")
 	return func() error {

@@ -30,9 +30,10 @@ generated files skipped, unreadable files counted) with the dual encoder of
 -model, ranks by BM25's and the encoder's scores, each rescaled to [0, 1]
 over the candidates and weighed 0.3 and 0.7 (-bm25-weight; -fusion rrf:
 the reciprocal rank fusion of their ranks instead), and re-scores the top
--depth with the reranker of -reranker, ordering them by
-the fusion of their first-stage and reranker ranks (-fuse=false: by the
-reranker alone). Without -model it uses the encoder and the reranker
+-depth with the reranker of -reranker, ordering them by the first stage's
+and the reranker's scores, rescaled alike and weighed -fuse-weight and the
+rest (-fuse=false: by the reranker alone). Without -model it uses the
+encoder and the reranker
 attnlab ships (-reranker none: no reranking; with -model, -reranker
 shipped asks for the shipped reranker). Embeddings are
 cached by file content under -cache, per encoder: a second search of an
@@ -69,7 +70,7 @@ func init() {
 		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker; shipped: the shipped one; none: no reranking; default: the shipped one without -model, none with it)")
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
 		fs.IntVar(&o.depth, "depth", 5, "with -src and a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
-		fs.BoolVar(&o.fuse, "fuse", true, "with -src and a reranker: order the re-scored candidates by the reciprocal rank fusion of their first-stage and reranker ranks (false: by the reranker alone)")
+		fs.BoolVar(&o.fuse, "fuse", true, "with -src and a reranker: order the re-scored candidates by the fusion of their first-stage and reranker scores (-fuse-weight) (false: by the reranker alone)")
 		checkHybrid := hybridFlags(fs, &o.hybrid, &o.fuseWeight)
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
 		fs.IntVar(&o.k, "k", 10, "results to print")

@@ -492,6 +492,12 @@ func TestRankerReordersTheTop(t *testing.T) {
 	if fmt.Sprint(ranked) != fmt.Sprint(want) {
 		t.Errorf("score-fused Score orders %v, want %v", ranked, want)
 	}
+	// a first stage that finds nothing: nothing to fuse
+	none := NewRanker(m, first{}, codes, 4)
+	none.Fuse, none.FuseWeight = true, 0.4
+	if got := none.Rank(q, 8); len(got) != 0 {
+		t.Errorf("Rank with no candidates = %v", got)
+	}
 }
 
 func TestMineDenseAndMerge(t *testing.T) {

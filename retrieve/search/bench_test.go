@@ -84,7 +84,7 @@ func BenchmarkFolderSearch(b *testing.B) {
 			name = fmt.Sprintf("rerank=%d", depth)
 		}
 		b.Run(fmt.Sprintf("funcs=%d/%s", f.Stats.Funcs, name), func(b *testing.B) {
-			f.Reranker, f.Depth, f.Fuse = nil, depth, true
+			f.Reranker, f.Depth, f.Fuse, f.FuseWeight = nil, depth, true, rerank.DefaultFuseWeight
 			if depth > 0 {
 				f.Reranker = rr
 			}
