@@ -12,7 +12,7 @@ import (
 // search fuses it with the reranker's (Ranker.FuseWeight): the better of
 // 0.5 and 0.7 on the validation pairs of the standard library and of the
 // Debian packages, with the shipped models.
-const DefaultFuseWeight = 0.5
+const DefaultFuseWeight = 0.7
 
 // Ranker is a two-stage retrieve.Ranker: a first-stage system (BM25, a dual
 // encoder or their fusion) proposes candidates and the cross-encoder
