@@ -108,13 +108,23 @@ func (b Blend) blend(query string, docs []int, scores []float64, all [][]float64
 		} else {
 			s.Score(query, docs, sys)
 		}
-		lo, hi := slices.Min(sys), slices.Max(sys)
-		if !(hi > lo) {
-			continue
-		}
-		for j, v := range sys {
-			scores[j] += b.Weights[i] * (v - lo) / (hi - lo)
-		}
+		AddRescaled(scores[:len(docs)], sys, b.Weights[i])
+	}
+}
+
+// AddRescaled adds w times scores, rescaled to [0, 1] (min–max: the lowest
+// 0, the highest 1), into dst. Scores all alike add nothing. It panics if
+// dst is shorter than scores.
+func AddRescaled(dst, scores []float64, w float64) {
+	if len(scores) == 0 {
+		return
+	}
+	lo, hi := slices.Min(scores), slices.Max(scores)
+	if !(hi > lo) {
+		return
+	}
+	for j, v := range scores {
+		dst[j] += w * (v - lo) / (hi - lo)
 	}
 }
 

@@ -92,19 +92,8 @@ func (r *Ranker) final(ce, first []float64) []float64 {
 	}
 	if r.FuseWeight > 0 {
 		out := make([]float64, len(ce))
-		for i, part := range [][]float64{first, ce} {
-			w := r.FuseWeight
-			if i == 1 {
-				w = 1 - w
-			}
-			lo, hi := slices.Min(part), slices.Max(part)
-			if !(hi > lo) {
-				continue
-			}
-			for j, v := range part {
-				out[j] += w * (v - lo) / (hi - lo)
-			}
-		}
+		retrieve.AddRescaled(out, first, r.FuseWeight)
+		retrieve.AddRescaled(out, ce, 1-r.FuseWeight)
 		return out
 	}
 	idx := make([]int, len(ce))
