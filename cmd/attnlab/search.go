@@ -161,22 +161,9 @@ func searchIndex(o *searchOpts, query string, stdout io.Writer) error {
 		return err
 	}
 	load := time.Since(start)
-	if err := x.Model.CheckQuery(query); err != nil {
+	hits, embed, scan, err := search.SearchIndex(x, query, o.k)
+	if err != nil {
 		return err
-	}
-	// the two steps of a search, timed apart: the encoder, then the scan
-	q := make([]float32, x.Flat.D)
-	start = time.Now()
-	x.Model.EmbedQuery(q, query)
-	embed := time.Since(start)
-	start = time.Now()
-	docs := x.Flat.Search(q, o.k)
-	scan := time.Since(start)
-	scores := make([]float64, len(docs))
-	x.Flat.Dots(scores, q, docs)
-	hits := make([]search.Hit, len(docs))
-	for i, d := range docs {
-		hits[i] = search.Hit{Pair: x.Docs[d], Score: scores[i]}
 	}
 	printHits(stdout, hits, o.code)
 	fmt.Fprintf(progressOut, "index of %d documents loaded in %s; query embedded in %s, searched in %s\n",

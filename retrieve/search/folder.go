@@ -255,3 +255,27 @@ func writeEntry(path string, funcs []retrieve.Pair, vecs []float32, D int) error
 	}
 	return nil
 }
+
+// SearchIndex returns the k documents of a saved dense index x that best
+// answer query, by the cosine of the embeddings alone, with the time taken
+// to embed the query and to scan the index. A query in which the encoder
+// reads nothing is an error.
+func SearchIndex(x *dense.Index, query string, k int) (hits []Hit, embed, scan time.Duration, err error) {
+	if err := x.Model.CheckQuery(query); err != nil {
+		return nil, 0, 0, err
+	}
+	q := make([]float32, x.Flat.D)
+	start := time.Now()
+	x.Model.EmbedQuery(q, query)
+	embed = time.Since(start)
+	start = time.Now()
+	docs := x.Flat.Search(q, k)
+	scan = time.Since(start)
+	scores := make([]float64, len(docs))
+	x.Flat.Dots(scores, q, docs)
+	hits = make([]Hit, len(docs))
+	for i, d := range docs {
+		hits[i] = Hit{Pair: x.Docs[d], Score: scores[i]}
+	}
+	return hits, embed, scan, nil
+}

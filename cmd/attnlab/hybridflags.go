@@ -1,0 +1,33 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/retrieve/rerank"
+)
+
+// hybridFlags defines -fusion and -bm25-weight, which say how the hybrid
+// first stage combines BM25 and the encoder, into h; the function returned
+// checks them after parsing.
+func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func() error {
+	fs.Float64Var(fuseWeight, "fuse-weight", rerank.DefaultFuseWeight, "fused reranking: the first stage's and the reranker's scores, each rescaled to [0, 1] over the re-scored candidates, are added with the first stage's weighed this and the reranker's the rest; 0: the reciprocal rank fusion of their ranks instead")
+	fusion := fs.String("fusion", "blend", "how the hybrid first stage combines BM25 and the encoder: blend (their scores, each rescaled to [0, 1] over the candidates, BM25's weighed -bm25-weight and the encoder's the rest) or rrf (reciprocal rank fusion of their ranks)")
+	fs.Float64Var(&h.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -fusion blend: the weight of BM25's score, in (0, 1)")
+	return func() error {
+		switch *fusion {
+		case "blend":
+		case "rrf":
+			h.RRF = true
+		default:
+			return usagef("-fusion %q: want blend or rrf", *fusion)
+		}
+		if !(h.BM25Weight > 0) || h.Validate() != nil {
+			return usagef("-bm25-weight %v: want a value in (0, 1) (the encoder's weight is the rest)", h.BM25Weight)
+		}
+		if !(*fuseWeight >= 0 && *fuseWeight < 1) {
+			return usagef("-fuse-weight %v: want 0 (ranks) or a value in (0, 1)", *fuseWeight)
+		}
+		return nil
+	}
+}
