@@ -97,12 +97,11 @@ func (d Dense) Rank(query string, k int) []int {
 func (d Dense) ScoreAll(query string) []float64 {
 	q := make([]float32, d.Query.Dim())
 	d.Query.Encode(q, query)
-	all := make([]int, d.Index.Len())
-	for i := range all {
-		all[i] = i
+	D := d.Index.D
+	scores := make([]float64, d.Index.Len())
+	for i := range scores {
+		scores[i] = float64(vec.Dot32(q, d.Index.Vecs[i*D:(i+1)*D]))
 	}
-	scores := make([]float64, len(all))
-	d.Index.Dots(scores, q, all)
 	return scores
 }
 
