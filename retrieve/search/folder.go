@@ -37,6 +37,7 @@ type Folder struct {
 
 	bm25  *retrieve.BM25
 	dense *dense.Index
+	codes []string // Funcs' code, as the reranker reads it
 	Stats FolderStats
 }
 
@@ -172,11 +173,11 @@ func IndexFolder(ctx context.Context, root string, m *dense.Model, o FolderOptio
 	if len(f.Funcs) == 0 {
 		return nil, fmt.Errorf("search: %s: no function with a body in %d .go files (%d generated, %d unreadable)", root, f.Stats.Files, f.Stats.Generated, f.Stats.Unreadable)
 	}
-	codes := make([]string, len(f.Funcs))
+	f.codes = make([]string, len(f.Funcs))
 	for i, p := range f.Funcs {
-		codes[i] = p.Code
+		f.codes[i] = p.Code
 	}
-	f.bm25 = retrieve.NewBM25(codes)
+	f.bm25 = retrieve.NewBM25(f.codes)
 	f.dense = &dense.Index{Model: m, Docs: f.Funcs, Flat: &retrieve.Flat{D: m.Dim(), Vecs: vecs}}
 	f.Stats.Time = time.Since(start)
 	return f, nil
@@ -199,11 +200,7 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 	var top []int
 	var scores []float64
 	if f.Reranker != nil {
-		codes := make([]string, len(f.Funcs))
-		for i, p := range f.Funcs {
-			codes[i] = p.Code
-		}
-		r := rerank.NewRanker(f.Reranker, fusion, codes, f.Depth) // below the top Depth: the first stage's order
+		r := rerank.NewRanker(f.Reranker, fusion, f.codes, f.Depth) // below the top Depth: the first stage's order
 		r.Fuse, r.FuseWeight = f.Fuse, f.FuseWeight
 		top, scores = r.RankScored(query, min(k, len(f.Funcs)))
 	} else {
