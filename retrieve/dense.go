@@ -59,14 +59,20 @@ func (f *Flat) Dots(dst []float64, q []float32, docs []int) {
 // first, equal products by increasing index. For cosine similarity, store
 // and search unit vectors (see Normalize). It panics if len(q) != D.
 func (f *Flat) Search(q []float32, k int) []int {
+	return TopK(f.DotsAll(q), k)
+}
+
+// DotsAll returns the dot product of q with every vector, in index order.
+// It panics if len(q) != D.
+func (f *Flat) DotsAll(q []float32) []float64 {
 	if len(q) != f.D {
-		panic(fmt.Sprintf("retrieve: Flat.Search: len(q) = %d, D = %d", len(q), f.D))
+		panic(fmt.Sprintf("retrieve: Flat.DotsAll: len(q) = %d, D = %d", len(q), f.D))
 	}
 	scores := make([]float64, f.Len())
 	for i := range scores {
 		scores[i] = float64(vec.Dot32(q, f.Vecs[i*f.D:(i+1)*f.D]))
 	}
-	return TopK(scores, k)
+	return scores
 }
 
 // Normalize scales x to unit Euclidean length; a zero vector is left as is.
@@ -97,12 +103,7 @@ func (d Dense) Rank(query string, k int) []int {
 func (d Dense) ScoreAll(query string) []float64 {
 	q := make([]float32, d.Query.Dim())
 	d.Query.Encode(q, query)
-	D := d.Index.D
-	scores := make([]float64, d.Index.Len())
-	for i := range scores {
-		scores[i] = float64(vec.Dot32(q, d.Index.Vecs[i*D:(i+1)*D]))
-	}
-	return scores
+	return d.Index.DotsAll(q)
 }
 
 // Top returns the documents of Rank from the scores of ScoreAll (Exhaustive).
