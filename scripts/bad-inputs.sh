@@ -97,9 +97,11 @@ expect 0 '' -- train $tiny -steps 4 -out "$work/run"
 snapshot "$work/run"
 expect 2 'step 4 of 4.*-resume.*-force' -- train $tiny -steps 2 -out "$work/run"
 unchanged "$work/run"
-mkdir -p "$work/run/.checkpoint.tmp-999"; echo half >"$work/run/.checkpoint.tmp-999/model.safetensors"
+# files that only look like temporaries are the user's: kept
+mkdir -p "$work/run/.checkpoint.tmp-999" "$work/.run.tmp-1.old"; echo mine >"$work/run/.notes.tmp1"
 expect 0 '' -- train $tiny -steps 4 -resume -out "$work/run"
-[ -e "$work/run/.checkpoint.tmp-999" ] && { echo "FAIL stale temporary kept"; fails=$((fails + 1)); } || echo "ok   stale temporary removed"
+[ -e "$work/run/.checkpoint.tmp-999" ] && [ -e "$work/run/.notes.tmp1" ] && [ -e "$work/.run.tmp-1.old" ] && echo "ok   the user's look-alikes of temporaries kept" || { echo "FAIL a user's file removed"; fails=$((fails + 1)); }
+rm -rf "$work/run/.checkpoint.tmp-999" "$work/run/.notes.tmp1" "$work/.run.tmp-1.old"
 expect 2 'choose one' -- train $tiny -steps 4 -resume -force -out "$work/run"
 expect 1 'config.json' -- generate -model "$work/run" -prompt x
 mkdir -p "$work/empty"

@@ -103,7 +103,14 @@ func (r LoopResult) TokensPerSec() float64 {
 }
 
 // Run runs the loop from step done (the steps already taken) until Steps.
+//
+// While it runs, a loop that saves counts as a save in progress
+// (atomicfile.Saving): a second interrupt waits for the save the first
+// one asked for.
 func (l *Loop) Run(ctx context.Context, done int) (LoopResult, error) {
+	if l.Save != nil {
+		defer atomicfile.Saving()()
+	}
 	r := LoopResult{From: done, To: done}
 	start := time.Now()
 	saveAll := func() error {

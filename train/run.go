@@ -177,13 +177,14 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 		return nil, err
 	}
 	ckpt := filepath.Join(o.Out, CheckpointDir)
-	target := output.Target{Path: o.Out, Replace: o.Resume || o.Force, Inputs: []string{o.Src, o.Corpus, o.Tokenizer}}
-	if err := target.Dir(); err != nil {
-		if errors.Is(err, output.ErrExists) {
-			target.Hint = describeRun(ckpt) + ": -resume continues it, -force starts over"
-			return nil, target.Dir()
-		}
+	claim, err := output.Target{Path: o.Out, Flag: "-out", Replace: o.Resume || o.Force, Inputs: []string{o.Src, o.Corpus, o.Tokenizer},
+		Holds: func() string { return describeRun(ckpt) }, Hint: "-resume continues it, -force starts over"}.ClaimDir()
+	if err != nil {
 		return nil, err
+	}
+	defer claim.Release()
+	for _, line := range claim.Recovered {
+		ev.Logf("%s", line)
 	}
 	if o.Resume {
 		if err := model.CheckKind(ckpt, model.KindLM); err != nil {

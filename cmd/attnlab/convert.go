@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/attnlab/attnlab/internal/output"
@@ -67,18 +66,15 @@ func runConvert(ctx context.Context, o *convertOpts, stdout io.Writer) error {
 	case !d.IsFloat():
 		return usagef("-dtype %q: want f32, f64, bf16 or f16", o.dtype)
 	}
-	if err := output.Dir(o.out, o.force, o.in); err != nil {
+	// a new -out inside -in would become part of the checkpoint it copies
+	if output.Inside(o.out, o.in) {
+		return usagef("-out %s lies inside the input %s: write the copy elsewhere", o.out, o.in)
+	}
+	claim, err := output.Target{Path: o.out, Flag: "-out", Replace: o.force, Inputs: []string{o.in}}.ClaimDir()
+	if err != nil {
 		return err
 	}
-	// output.Dir refuses an -out that is -in or holds it; one inside -in
-	// would become part of the checkpoint it copies.
-	if in, err := filepath.Abs(o.in); err == nil {
-		if out, err := filepath.Abs(o.out); err == nil {
-			if rel, err := filepath.Rel(in, out); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				return fmt.Errorf("%s lies inside the input %s: write the copy elsewhere (%w)", o.out, o.in, output.ErrInput)
-			}
-		}
-	}
+	defer claim.Release()
 	c, err := model.Convert(ctx, o.in, o.out, d)
 	if err != nil {
 		return err

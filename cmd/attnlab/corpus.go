@@ -121,13 +121,15 @@ func runCorpusStats(ctx context.Context, o *corpusOpts, stdout io.Writer) error 
 	if err := so.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	if o.heldout != "" {
-		if err := output.File(o.heldout, o.force); err != nil {
-			return err
-		}
-	}
 	if o.std {
 		so.GoRoot = goRoot()
+	}
+	if o.heldout != "" {
+		claim, err := output.Target{Path: o.heldout, Flag: "-list-heldout", Replace: o.force, Inputs: []string{o.dir, so.GoRoot}}.ClaimFile()
+		if err != nil {
+			return err
+		}
+		defer claim.Release()
 	}
 	sv, err := corpus.TakeSurvey(ctx, so)
 	if err != nil {

@@ -114,9 +114,11 @@ func runGradcheck(o *lab.GradOptions, dtype, pairing, plot string, stdout io.Wri
 		o.Op = alias
 	}
 	if plot != "" {
-		if err := output.File(plot, false); err != nil {
+		claim, err := output.Target{Path: plot, Flag: "-plot"}.ClaimFile()
+		if err != nil {
 			return err
 		}
+		defer claim.Release()
 	}
 	res, err := lab.GradCheck(*o)
 	if se := (*lab.SizeError)(nil); errors.As(err, &se) {

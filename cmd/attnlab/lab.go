@@ -81,9 +81,11 @@ func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
 		}
 	}
 	if o.plot != "" {
-		if err := output.File(o.plot, o.force); err != nil {
+		claim, err := output.Target{Path: o.plot, Flag: "-plot", Replace: o.force}.ClaimFile()
+		if err != nil {
 			return err
 		}
+		defer claim.Release()
 	}
 	if o.force && o.html == "" && o.plot == "" {
 		return usageError{"-force applies to -html and -plot only"}

@@ -13,7 +13,9 @@
 // Exit statuses: 0 success; 1 failure (a check failed, bad data, an I/O
 // error); 2 usage error; 3 an adapter under test failed (conform); 130 and
 // 143 interrupted by SIGINT and SIGTERM. A second signal ends the process
-// at once.
+// at once, unless a save is in progress (a checkpoint, or a training run
+// that saves when stopped): then it waits for the save, and only a third
+// signal ends the process at once.
 package main
 
 import (
@@ -26,6 +28,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/attnlab/attnlab/internal/atomicfile"
 )
 
 func main() {
@@ -35,7 +39,12 @@ func main() {
 	go func() {
 		s := <-sigs
 		cancel(interrupted{s})
-		s = <-sigs // a second signal: the user insists
+		s = <-sigs // a second signal: the user insists, or a runtime repeats itself
+		if atomicfile.SavesInProgress() > 0 {
+			fmt.Fprintf(os.Stderr, "attnlab: %v again: finishing the save in progress first (a third signal exits at once)\n", s)
+			go func() { <-sigs; os.Exit(interrupted{s}.status()) }()
+			atomicfile.WaitSaves()
+		}
 		fmt.Fprintf(os.Stderr, "attnlab: %v again: exiting now\n", s)
 		os.Exit(interrupted{s}.status())
 	}()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,25 +85,57 @@ func TestTrainInterrupted(t *testing.T) {
 	}
 }
 
-// TestTrainCleansStaleTemporaries: what a kill during a save leaves (a
-// half-written checkpoint folder beside the real one) is removed by the
-// next run, which resumes from the last complete checkpoint.
-func TestTrainCleansStaleTemporaries(t *testing.T) {
-	src, out := tinyCorpus(t), filepath.Join(t.TempDir(), "run")
-	if code, stdout, stderr := attnlab(t, trainArgs(src, out, "-steps", "2")...); code != 0 {
-		t.Fatalf("train: exit %d\n%s%s", code, stdout, stderr)
+// TestTrainSurvivesAKillAtEveryStep kills a run during its save at each
+// step of the checkpoint's swap and of the file writes (a hook in package
+// atomicfile ends the process there, as a kill would): the next run
+// recovers the newest complete checkpoint, removes the temporaries, and
+// -resume finishes the run. Lookalikes of temporaries that are the user's
+// stay.
+func TestTrainSurvivesAKillAtEveryStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the command in child processes")
 	}
-	stale := filepath.Join(out, ".checkpoint.tmp-12345")
-	os.MkdirAll(stale, 0o755)
-	os.WriteFile(filepath.Join(stale, "model.safetensors"), []byte("half"), 0o644)
-	os.WriteFile(filepath.Join(out, ".curves.csv.tmp987"), []byte("half"), 0o644)
-	if code, stdout, stderr := attnlab(t, trainArgs(src, out, "-steps", "2", "-resume")...); code != 0 {
-		t.Fatalf("resume: exit %d\n%s%s", code, stdout, stderr)
-	}
-	for _, p := range []string{stale, filepath.Join(out, ".curves.csv.tmp987")} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Errorf("%s left in place", p)
+	src := tinyCorpus(t)
+	for _, at := range atomicfile.Steps {
+		if strings.HasPrefix(at, "recover:") {
+			continue
 		}
+		t.Run(at, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			// killed in the save after the first checkpoint's
+			if code := killedAt(t, at, trainArgs(src, out, "-steps", "4")...); code != 9 {
+				t.Fatalf("the run was not killed at %s: exit %d", at, code)
+			}
+			user := []string{filepath.Join(out, ".notes.tmp1"), filepath.Join(out, ".checkpoint.tmp-2024"), filepath.Join(filepath.Dir(out), ".run.tmp-1.old")}
+			for _, u := range user {
+				os.WriteFile(u, []byte("mine"), 0o644)
+			}
+			// a plain run is refused: the folder holds a run, recovered
+			code, _, stderr := attnlab(t, trainArgs(src, out, "-steps", "4")...)
+			t.Logf("after the kill: %s", stderr)
+			if code != 2 || !strings.Contains(stderr, "it holds a run at step") {
+				t.Errorf("plain run after the kill: exit %d, %s", code, stderr)
+			}
+			if code, stdout, stderr := attnlab(t, trainArgs(src, out, "-steps", "4", "-resume")...); code != 0 {
+				t.Fatalf("resume after the kill: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if step := checkpointStep(t, out); step != 4 {
+				t.Errorf("checkpoint at step %d, want 4", step)
+			}
+			for _, dir := range []string{out, filepath.Dir(out)} {
+				entries, _ := os.ReadDir(dir)
+				for _, e := range entries {
+					if atomicfile.IsTemporary(e.Name()) {
+						t.Errorf("temporary %s left in %s", e.Name(), dir)
+					}
+				}
+			}
+			for _, u := range user {
+				if b, err := os.ReadFile(u); string(b) != "mine" {
+					t.Errorf("the user's %s: %q, %v", u, b, err)
+				}
+			}
+		})
 	}
 }
 

@@ -123,11 +123,16 @@ func runRef(o *refOpts) error {
 	case o.out == "":
 		return usageError{"-out is required"}
 	}
-	if err := output.File(o.out, o.force, o.in); err != nil {
+	claim, err := output.Target{Path: o.out, Flag: "-out", Replace: o.force, Inputs: []string{o.in}}.ClaimFile()
+	if err != nil {
 		return err
 	}
+	defer claim.Release()
 	in, err := safetensors.ReadFile(o.in)
 	if err != nil {
+		return err
+	}
+	if err := claim.CheckInputs(oracle.InputPaths(filepath.Dir(o.in), o.op, in)...); err != nil {
 		return err
 	}
 	out, err := oracle.RunAt(filepath.Dir(o.in), o.op, in, o.dtype)

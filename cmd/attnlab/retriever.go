@@ -92,9 +92,11 @@ func runRetrieverData(ctx context.Context, src, out string, force bool, o retrie
 	for _, m := range o.More {
 		inputs = append(inputs, m.Dir)
 	}
-	if err := output.Dir(out, force, inputs...); err != nil {
+	claim, err := output.Target{Path: out, Flag: "-out", Replace: force, Inputs: inputs}.ClaimDir()
+	if err != nil {
 		return err
 	}
+	defer claim.Release()
 	start := time.Now()
 	var bar *progress
 	o.Progress = func(done, total int) {

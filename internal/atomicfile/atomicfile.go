@@ -1,35 +1,71 @@
-// Package atomicfile replaces files so that a reader, or a crash, sees the
-// old content or the new, never a part: the new content goes to a
-// temporary file in the same directory, which is synced and renamed over
-// the old one. On error the temporary file is removed and the old file is
-// left as it was.
+// Package atomicfile replaces files and folders so that a reader, or a
+// crash, sees the old content or the new, never a part.
+//
+// A file is written to a temporary file beside it, synced and renamed over
+// the old one. A folder is built whole in a temporary folder beside it,
+// marked complete, and swapped in with two renames (the old one aside, the
+// new one in); a kill between the two leaves both copies, and Recover puts
+// the newest complete one back. On error the temporaries are removed and
+// the old file or folder is left as it was (or put back).
+//
+// Only what is provably this package's is ever removed: a temporary's name
+// carries a random part and a check of it (".NAME.attnlab-RANDOM-CHECK.KIND",
+// see IsTemporary), so no name a user gives a file matches it by chance,
+// and a temporary still being written is locked (flock) by the process that
+// writes it, so another process never takes it for a leftover.
 package atomicfile
 
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
+	"time"
 )
+
+// TestHook, when not nil, is called at each step of a write, swap or
+// recovery with the step's name ("write:synced", "dir:aside", …; see
+// Steps). It is for tests only: a test ends the process there (os.Exit,
+// which runs no deferred cleanup) to prove that a kill at any step loses
+// nothing.
+var TestHook func(step string)
+
+// Steps are the names TestHook is called with, in the order they happen:
+// a file's Write, a folder's ReplaceDir, and Recover's swap of a complete
+// copy into place.
+var Steps = []string{
+	"write:synced", "write:renamed",
+	"dir:filled", "dir:marked", "dir:aside", "dir:in", "dir:unmarked", "dir:done",
+	"recover:aside", "recover:in", "recover:unmarked",
+}
+
+func step(name string) {
+	if TestHook != nil {
+		TestHook(name)
+	}
+}
 
 // Write replaces the file at path with what write writes (buffered), with
 // permissions perm for a new file; a replaced regular file keeps its own.
-// The error of write, or of writing the file, is returned as is.
+// The error of write is returned as is; an error of the file system names
+// path, not the temporary.
 func Write(path string, perm os.FileMode, write func(w io.Writer) error) (err error) {
+	defer Saving()()
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
 		perm = fi.Mode().Perm()
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	dir, base := split(path)
+	f, err := createTemp(dir, base)
 	if err != nil {
-		return err
+		return pathError("write", path, err)
 	}
 	defer func() {
 		if err != nil {
-			f.Close()
 			os.Remove(f.Name())
+			f.Close()
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
@@ -37,26 +73,21 @@ func Write(path string, perm os.FileMode, write func(w io.Writer) error) (err er
 		return err
 	}
 	if err := w.Flush(); err != nil {
-		return err
+		return pathError("write", path, err)
 	}
-	if err := f.Chmod(perm); err != nil { // CreateTemp makes it 0600
-		return err
+	if err := f.Chmod(perm); err != nil { // created 0600
+		return pathError("write", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		return err
+		return pathError("write", path, err)
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
+	step("write:synced")
 	if err := os.Rename(f.Name(), path); err != nil {
-		return err
+		return pathError("write", path, err)
 	}
-	// make the rename durable where the platform allows it
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	step("write:renamed")
+	syncDir(dir)
+	return f.Close() // the lock goes with it
 }
 
 // WriteFile replaces the file at path with data (see Write).
@@ -67,73 +98,173 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	})
 }
 
-// ReplaceDir builds the directory dir whole: fill writes its contents into
-// a fresh temporary directory beside dir, which is then given permissions
-// 0755 and renamed into place. An existing dir is moved aside first and
-// removed after, so at no moment is a half-written directory at dir, and
-// on error dir is left as it was (or put back). The error of fill, or of
-// the renames, is returned as is.
-func ReplaceDir(dir string, fill func(tmp string) error) error {
-	parent := filepath.Dir(filepath.Clean(dir))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
+// createTemp creates and locks a new temporary file for base in dir.
+func createTemp(dir, base string) (*os.File, error) {
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, tempName(base, kindFile, newID()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) && try < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(f, true); err != nil {
+			f.Close()
+			os.Remove(name)
+			return nil, err
+		}
+		return f, nil
 	}
-	defer os.RemoveAll(tmp) // a no-op once renamed
+}
+
+// ReplaceDir builds the folder dir whole: fill writes its contents into a
+// fresh temporary folder beside dir, which is then given permissions 0755,
+// marked complete and swapped in (an existing dir renamed aside, the new
+// one renamed in, the old one removed). At no moment is a half-written
+// folder at dir; on error dir is left as it was (or put back); after a
+// kill at any step, Recover finds the newest complete copy. The error of
+// fill is returned as is; an error of the file system names dir, not the
+// temporary.
+func ReplaceDir(dir string, fill func(tmp string) error) (err error) {
+	defer Saving()()
+	parent, base := split(dir)
+	id := newID()
+	tmp := filepath.Join(parent, tempName(base, kindNew, id))
+	done := filepath.Join(parent, tempName(base, kindDone, id))
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return pathError("write", dir, err)
+	}
+	// held until the swap is over: another process sees a folder in use
+	lock, err := lockDir(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return pathError("write", dir, err)
+	}
+	defer lock.Close()
+	defer func() {
+		if err != nil {
+			os.Remove(done) // first: a folder without its mark is never restored
+			os.RemoveAll(tmp)
+		}
+	}()
 	if err := fill(tmp); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return err
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return pathError("write", dir, err)
 	}
+	syncDir(tmp)
+	step("dir:filled")
+	// the mark: tmp is complete, and replaces what is at dir now
+	fi, statErr := os.Lstat(dir)
+	replaces := "none"
+	if statErr == nil {
+		replaces = identity(fi)
+	}
+	if err := writeMark(done, replaces); err != nil {
+		return pathError("write", dir, err)
+	}
+	syncDir(parent)
+	step("dir:marked")
 	var old string
-	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return err
+	if statErr == nil {
+		old = filepath.Join(parent, tempName(base, kindOld, newID()))
+		if l, err := lockDir(dir); err == nil { // the old copy is in use until removed
+			defer l.Close()
 		}
+		if err := os.Rename(dir, old); err != nil {
+			return pathError("write", dir, err)
+		}
+		step("dir:aside")
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if old != "" {
 			os.Rename(old, dir)
 		}
-		return err
+		return pathError("write", dir, err)
 	}
+	syncDir(parent)
+	step("dir:in")
+	os.Remove(done)
+	step("dir:unmarked")
 	if old != "" {
 		os.RemoveAll(old)
 	}
+	step("dir:done")
 	return nil
 }
 
-// stale matches the names of the temporaries Write and ReplaceDir make:
-// ".NAME.tmp123" (a file), ".NAME.tmp-123" (a folder) and ".NAME.tmp-123.old"
-// (the folder a ReplaceDir moved aside).
-var stale = regexp.MustCompile(`^\..+\.tmp-?[0-9]+(\.old)?$`)
-
-// IsTemporary reports whether name is that of a temporary file or folder
-// of this package.
-func IsTemporary(name string) bool { return stale.MatchString(name) }
-
-// CleanStale removes the temporaries that a process killed in the middle of
-// a Write or ReplaceDir left in dir, and returns their names. A missing dir
-// holds none.
-func CleanStale(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// writeMark writes the mark of a complete temporary folder: when it was
+// completed and what it replaces (the identity of the folder at its
+// target then, or "none").
+func writeMark(path, replaces string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var removed []string
-	for _, e := range entries {
-		if !IsTemporary(e.Name()) {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return removed, err
-		}
-		removed = append(removed, e.Name())
+	_, err = fmt.Fprintf(f, "%s %d %s\n", markMagic, time.Now().UnixNano(), replaces)
+	if err == nil {
+		err = f.Sync()
 	}
-	return removed, nil
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// markMagic begins the mark of a complete temporary folder.
+const markMagic = "attnlab-complete"
+
+// readMark returns the time and the replaced identity of a mark.
+func readMark(path string) (int64, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, "", err
+	}
+	var magic, replaces string
+	var t int64
+	if _, err := fmt.Sscanf(string(data), "%s %d %s", &magic, &t, &replaces); err != nil || magic != markMagic {
+		return 0, "", fmt.Errorf("%s: not a mark of a complete folder", path)
+	}
+	return t, replaces, nil
+}
+
+// split returns the folder of path ("." for a bare name) and its last
+// element.
+func split(path string) (dir, base string) {
+	path = filepath.Clean(path)
+	return filepath.Dir(path), filepath.Base(path)
+}
+
+// syncDir makes renames in dir durable where the platform allows it.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// pathError reports err of an operation on path, which the user named:
+// never the temporary's name, and a missing folder said as such.
+func pathError(op, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		err = le.Err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if dir := filepath.Dir(filepath.Clean(path)); !exists(dir) {
+			return fmt.Errorf("%s %s: the folder %s does not exist", op, path, dir)
+		}
+	}
+	return fmt.Errorf("%s %s: %w", op, path, err)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

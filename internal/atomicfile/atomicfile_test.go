@@ -1,12 +1,127 @@
 package atomicfile
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
+
+// TestMain lets a test run this binary as a child that writes, swaps,
+// recovers or locks and is killed at a chosen step (ATOMICFILE_CHILD).
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("ATOMICFILE_CHILD"); spec != "" {
+		os.Exit(child(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// child runs "OP STEP PATH [CONTENT]": OP is replace, write, recover or
+// lock; the process ends with status 9 at step STEP, as a kill would end
+// it (no deferred cleanup runs).
+func child(spec string) int {
+	f := strings.SplitN(spec, " ", 4)
+	op, at, path := f[0], f[1], f[2]
+	content := ""
+	if len(f) > 3 {
+		content = f[3]
+	}
+	TestHook = func(s string) {
+		if s == at {
+			os.Exit(9)
+		}
+	}
+	var err error
+	switch op {
+	case "replace":
+		err = ReplaceDir(path, fillWith(content))
+	case "write":
+		err = WriteFile(path, []byte(content), 0o644)
+	case "recover":
+		_, err = Recover(path)
+	case "lock":
+		var l *PathLock
+		if l, err = Lock(path); err == nil {
+			fmt.Println("locked")
+			time.Sleep(time.Minute)
+			l.Unlock()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// fillWith writes two files that must agree: a and b both hold content.
+func fillWith(content string) func(string) error {
+	return func(tmp string) error {
+		for _, name := range []string{"a", "b"} {
+			if err := os.WriteFile(filepath.Join(tmp, name), []byte(content), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// runChild runs the child spec and returns its exit status.
+func runChild(t *testing.T, spec string) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ATOMICFILE_CHILD="+spec)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("child %q: %v %s", spec, err, out)
+	}
+	return 0
+}
+
+// contentOf returns what the folder made by fillWith holds, failing when
+// its two files disagree (a half-written folder).
+func contentOf(t *testing.T, dir string) string {
+	t.Helper()
+	a, errA := os.ReadFile(filepath.Join(dir, "a"))
+	b, errB := os.ReadFile(filepath.Join(dir, "b"))
+	if errA != nil || errB != nil {
+		t.Fatalf("%s: %v, %v", dir, errA, errB)
+	}
+	if string(a) != string(b) {
+		t.Fatalf("%s is half written: a %q, b %q", dir, a, b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Fatalf("%s holds %d entries, want a and b only", dir, len(entries))
+	}
+	return string(a)
+}
+
+// names lists a folder.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []string
+	for _, e := range entries {
+		ns = append(ns, e.Name())
+	}
+	return ns
+}
 
 func TestWriteReplacesWhole(t *testing.T) {
 	dir := t.TempDir()
@@ -38,45 +153,493 @@ func TestWriteReplacesWhole(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
 		t.Errorf("a replaced file has mode %v, want its own 0640", fi.Mode())
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("%d entries in the folder, want only the file", len(entries))
+	if ns := names(t, dir); len(ns) != 1 {
+		t.Errorf("the folder holds %v, want only the file", ns)
 	}
-	if err := WriteFile(filepath.Join(dir, "missing", "f"), nil, 0o644); err == nil {
-		t.Error("writing into a missing folder: no error")
+	if SavesInProgress() != 0 {
+		t.Errorf("%d saves in progress after the writes", SavesInProgress())
+	}
+}
+
+func TestWriteNamesWhatTheUserTyped(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	err := WriteFile(filepath.Join(missing, "f"), nil, 0o644)
+	if err == nil || !strings.Contains(err.Error(), "the folder "+missing+" does not exist") || strings.Contains(err.Error(), ".attnlab-") {
+		t.Errorf("writing into a missing folder: %v", err)
+	}
+	err = ReplaceDir(filepath.Join(missing, "d"), fillWith("x"))
+	if err == nil || !strings.Contains(err.Error(), "the folder "+missing+" does not exist") || strings.Contains(err.Error(), ".attnlab-") {
+		t.Errorf("a folder in a missing folder: %v", err)
+	}
+	// a plain error of the file system still names the path
+	err = pathError("write", "p", os.ErrPermission)
+	if err.Error() != "write p: permission denied" || !errors.Is(err, os.ErrPermission) {
+		t.Errorf("pathError: %v", err)
+	}
+	err = pathError("write", "p", &os.LinkError{Op: "rename", Old: ".p.attnlab-x", New: "p", Err: os.ErrExist})
+	if err.Error() != "write p: file already exists" {
+		t.Errorf("pathError of a rename: %v", err)
 	}
 }
 
 func TestReplaceDir(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "ckpt")
-	fill := func(content string) func(string) error {
-		return func(tmp string) error { return os.WriteFile(filepath.Join(tmp, "a"), []byte(content), 0o644) }
-	}
-	if err := ReplaceDir(dir, fill("one")); err != nil {
+	if err := ReplaceDir(dir, fillWith("one")); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
 	err := ReplaceDir(dir, func(tmp string) error {
-		fill("half")(tmp)
+		fillWith("half")(tmp)
 		return boom
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("error %v, want fill's", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "one" {
-		t.Fatalf("after a failed fill the directory holds %q, want %q", b, "one")
+	if got := contentOf(t, dir); got != "one" {
+		t.Fatalf("after a failed fill the directory holds %q, want %q", got, "one")
 	}
-	if err := ReplaceDir(dir, fill("two")); err != nil {
+	if err := ReplaceDir(dir, fillWith("two")); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "two" {
-		t.Fatalf("the directory holds %q, want %q", b, "two")
+	if got := contentOf(t, dir); got != "two" {
+		t.Fatalf("the directory holds %q, want %q", got, "two")
 	}
 	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o755 {
 		t.Errorf("mode %v, want 0755", fi.Mode())
 	}
-	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
-		t.Errorf("%d entries beside the directory, want none left over", len(entries)-1)
+	if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt"}) {
+		t.Errorf("beside the directory: %v, want nothing left over", ns)
+	}
+	if SavesInProgress() != 0 {
+		t.Errorf("%d saves in progress after the swaps", SavesInProgress())
+	}
+}
+
+func TestReplaceDirFailedRenamePutsTheOldBack(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "ckpt")
+	if err := ReplaceDir(dir, fillWith("one")); err != nil {
+		t.Fatal(err)
+	}
+	// a fill that leaves a file at dir's temporary... cannot make the
+	// rename fail portably; a fill that removes its own folder can
+	err := ReplaceDir(dir, func(tmp string) error { return os.RemoveAll(tmp) })
+	if err == nil {
+		t.Fatal("a swap of a vanished folder: no error")
+	}
+	if got := contentOf(t, dir); got != "one" {
+		t.Errorf("after a failed swap: %q, want the old %q", got, "one")
+	}
+	if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt"}) {
+		t.Errorf("beside the directory: %v, want nothing left over", ns)
+	}
+}
+
+func TestNamesAreProvablyOurs(t *testing.T) {
+	for _, kind := range []string{kindFile, kindNew, kindDone, kindOld} {
+		name := tempName("model.safetensors", kind, newID())
+		tp, ok := parseTemp(name)
+		if !ok || tp.base != "model.safetensors" || tp.kind != kind || !IsTemporary(name) {
+			t.Errorf("%s: parsed %+v, %v", name, tp, ok)
+		}
+		// any change of a character makes it a user's name
+		for i := range len(name) {
+			for _, c := range []byte{'0', 'f', 'x', '.'} {
+				if name[i] == c {
+					continue
+				}
+				other := name[:i] + string(c) + name[i+1:]
+				if tp, ok := parseTemp(other); ok && (tp.base != "model.safetensors" || tp.kind != kind) {
+					t.Errorf("%s (changed at %d) parses as %+v", other, i, tp)
+				} else if ok && other != name {
+					t.Errorf("%s (changed at %d) still parses as ours", other, i)
+				}
+			}
+		}
+	}
+	good := tempName("x", kindNew, "0123456789ab")
+	for _, name := range []string{
+		".notes.tmp1", ".backup.tmp-2024", ".backup.tmp-2024.old", ".ckpt.tmp-123", ".f.tmp456",
+		"x.attnlab-0123456789ab-" + check("x", kindNew, "0123456789ab") + ".new", // not hidden
+		".x.attnlab-0123456789ab-" + check("x", kindNew, "0123456789ab") + ".tmp", // the check of another kind
+		".x.attnlab-0123456789AB-" + check("x", kindNew, "0123456789AB") + ".new", // not lower-case hex
+		".x.attnlab-0123456789a-" + check("x", kindNew, "0123456789a") + ".new",   // a short id
+		".x.attnlab-0123456789ab-" + check("x", kindNew, "0123456789ab") + ".zip",
+		".x.attnlab-0123456789ab" + check("x", kindNew, "0123456789ab") + "0.new",
+		"..attnlab-0123456789ab-" + check("", kindNew, "0123456789ab") + ".new", // no base
+		".attnlab-0123456789ab-" + check("", kindNew, "0123456789ab") + ".new",
+		good + "x", good[1:], "." + good, "", ".", ".attnlab-", ".x.attnlab-.new",
+	} {
+		if IsTemporary(name) {
+			t.Errorf("%q taken for ours", name)
+		}
+	}
+	if !IsTemporary(good) || !IsTemporary(lockName("run")) {
+		t.Errorf("%q or %q not taken for ours", good, lockName("run"))
+	}
+	for _, name := range []string{".run.attnlab-lock-00000000", "run.attnlab-lock-" + check("run", "lock", ""), ".attnlab-lock-" + check("", "lock", "")} {
+		if IsTemporary(name) {
+			t.Errorf("lock name %q taken for ours", name)
+		}
+	}
+	if b, ok := parseLockName(lockName("a.b")); !ok || b != "a.b" {
+		t.Errorf("parseLockName: %q, %v", b, ok)
+	}
+	if a, b := newID(), newID(); a == b || len(a) != 12 || !isHex(a) {
+		t.Errorf("ids %q, %q", a, b)
+	}
+}
+
+func TestRecoverLeavesWhatIsNotOurs(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "run")
+	user := []string{".notes.tmp1", ".run.tmp-2024", ".run.tmp-1.old", "run.bak", ".run.attnlab-0123456789ab-00000000.new"}
+	for _, n := range user {
+		if err := os.MkdirAll(filepath.Join(parent, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(dir, 0o755)
+	// one stale temporary of run's and one of another file's
+	stale := filepath.Join(parent, tempName("run", kindNew, newID()))
+	other := filepath.Join(parent, tempName("other", kindFile, newID()))
+	os.MkdirAll(stale, 0o755)
+	os.WriteFile(other, nil, 0o644)
+	did, err := Recover(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(did) != 1 || !strings.Contains(did[0], "removed "+stale) {
+		t.Errorf("did %q, want the removal of %s", did, stale)
+	}
+	for _, n := range append(user, filepath.Base(other), "run") {
+		if _, err := os.Stat(filepath.Join(parent, n)); err != nil {
+			t.Errorf("%s: %v, want it kept", n, err)
+		}
+	}
+	// RecoverIn tidies every file's temporaries, and only those
+	did, err = RecoverIn(parent)
+	if err != nil || len(did) != 1 || !strings.Contains(did[0], other) {
+		t.Errorf("RecoverIn: %q, %v", did, err)
+	}
+	if ns := names(t, parent); len(ns) != len(user)+1 {
+		t.Errorf("left %v, want the user's files and run", ns)
+	}
+	if did, err := Recover(filepath.Join(parent, "missing", "x")); did != nil || err != nil {
+		t.Errorf("Recover in a missing folder: %v, %v", did, err)
+	}
+	if did, err := RecoverIn(filepath.Join(parent, "missing")); did != nil || err != nil {
+		t.Errorf("RecoverIn of a missing folder: %v, %v", did, err)
+	}
+}
+
+// TestKillAtEveryStep kills a swap of a checkpoint-like folder, and a file
+// write, at each of their steps; Recover then finds the newest complete
+// copy and leaves nothing else.
+func TestKillAtEveryStep(t *testing.T) {
+	for _, at := range Steps {
+		if !strings.HasPrefix(at, "dir:") {
+			continue
+		}
+		for _, existing := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/existing=%v", at, existing), func(t *testing.T) {
+				parent := t.TempDir()
+				dir := filepath.Join(parent, "ckpt")
+				if existing {
+					if err := ReplaceDir(dir, fillWith("one")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				status := runChild(t, "replace "+at+" "+dir+" two")
+				if !existing && at == "dir:aside" {
+					// no old copy: the step never happens
+					if status != 0 {
+						t.Fatalf("child status %d, want 0", status)
+					}
+				} else if status != 9 {
+					t.Fatalf("child status %d, want 9 (killed at %s)", status, at)
+				}
+				did, err := Recover(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// completed and marked: the new copy is the newest complete one
+				want := "two"
+				if at == "dir:filled" {
+					want = "one"
+				}
+				if want == "one" && !existing {
+					if _, err := os.Stat(dir); !os.IsNotExist(err) {
+						t.Errorf("a folder appeared from an unfinished swap: %v", err)
+					}
+				} else if got := contentOf(t, dir); got != want {
+					t.Errorf("after a kill at %s: %q, want %q (recovery did %q)", at, got, want, did)
+				}
+				if ns := names(t, parent); len(ns) > 1 || len(ns) == 1 && ns[0] != "ckpt" {
+					t.Errorf("left beside: %v", ns)
+				}
+				// a second recovery has nothing to do
+				if did, err := Recover(dir); len(did) != 0 || err != nil {
+					t.Errorf("second recovery: %q, %v", did, err)
+				}
+			})
+		}
+	}
+	for _, at := range []string{"write:synced", "write:renamed"} {
+		t.Run(at, func(t *testing.T) {
+			parent := t.TempDir()
+			path := filepath.Join(parent, "curves.csv")
+			os.WriteFile(path, []byte("old"), 0o644)
+			if status := runChild(t, "write "+at+" "+path+" new"); status != 9 {
+				t.Fatalf("child status %d", status)
+			}
+			if _, err := Recover(path); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"write:synced": "old", "write:renamed": "new"}[at]
+			if b, _ := os.ReadFile(path); string(b) != want {
+				t.Errorf("after a kill at %s: %q, want %q", at, b, want)
+			}
+			if ns := names(t, parent); !slices.Equal(ns, []string{"curves.csv"}) {
+				t.Errorf("left: %v", ns)
+			}
+		})
+	}
+}
+
+// TestKillDuringRecovery kills the recovery itself at each of its steps:
+// the next recovery still finds the newest copy.
+func TestKillDuringRecovery(t *testing.T) {
+	for _, at := range []string{"recover:aside", "recover:in", "recover:unmarked"} {
+		for _, first := range []string{"dir:marked", "dir:aside"} {
+			t.Run(first+"/"+at, func(t *testing.T) {
+				parent := t.TempDir()
+				dir := filepath.Join(parent, "ckpt")
+				if err := ReplaceDir(dir, fillWith("one")); err != nil {
+					t.Fatal(err)
+				}
+				if s := runChild(t, "replace "+first+" "+dir+" two"); s != 9 {
+					t.Fatalf("status %d", s)
+				}
+				s := runChild(t, "recover "+at+" "+dir)
+				// with the old copy already aside, recovery does not move one
+				if want := map[bool]int{true: 0, false: 9}[first == "dir:aside" && at == "recover:aside"]; s != want {
+					t.Fatalf("recovery status %d, want %d", s, want)
+				}
+				if _, err := Recover(dir); err != nil {
+					t.Fatal(err)
+				}
+				if got := contentOf(t, dir); got != "two" {
+					t.Errorf("%q, want the newest copy %q", got, "two")
+				}
+				if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt"}) {
+					t.Errorf("left: %v", ns)
+				}
+			})
+		}
+	}
+}
+
+// TestRecoverKeepsANewerFolder: a copy completed and marked but never
+// swapped in does not replace a folder that changed since.
+func TestRecoverKeepsANewerFolder(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "ckpt")
+	if err := ReplaceDir(dir, fillWith("one")); err != nil {
+		t.Fatal(err)
+	}
+	if s := runChild(t, "replace dir:marked "+dir+" two"); s != 9 {
+		t.Fatalf("status %d", s)
+	}
+	// the user puts another folder there meanwhile
+	os.Rename(dir, filepath.Join(parent, "elsewhere"))
+	if err := ReplaceDir(filepath.Join(parent, "ckpt.user"), fillWith("mine")); err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(filepath.Join(parent, "ckpt.user"), dir)
+	did, err := Recover(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, dir); got != "mine" {
+		t.Errorf("%q, want the user's newer folder kept (did %q)", got, did)
+	}
+	if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt", "elsewhere"}) {
+		t.Errorf("left: %v", ns)
+	}
+}
+
+func TestRecoverPicksTheNewestOfSeveral(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "ckpt")
+	// two kills after marking, the target missing: the later copy wins
+	for _, c := range []string{"two", "three"} {
+		if s := runChild(t, "replace dir:marked "+dir+" "+c); s != 9 {
+			t.Fatalf("status %d", s)
+		}
+	}
+	// and an old copy aside, older than both
+	old := filepath.Join(parent, tempName("ckpt", kindOld, newID()))
+	os.Mkdir(old, 0o755)
+	fillWith("one")(old)
+	if _, err := Recover(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, dir); got != "three" {
+		t.Errorf("%q, want the newest %q", got, "three")
+	}
+	if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt"}) {
+		t.Errorf("left: %v", ns)
+	}
+	// with no complete copy and the target missing, the newest old one
+	os.Rename(dir, filepath.Join(parent, tempName("ckpt", kindOld, newID())))
+	time.Sleep(10 * time.Millisecond)
+	newer := filepath.Join(parent, tempName("ckpt", kindOld, newID()))
+	os.Mkdir(newer, 0o755)
+	fillWith("four")(newer)
+	unmarked := filepath.Join(parent, tempName("ckpt", kindNew, newID()))
+	os.Mkdir(unmarked, 0o755)
+	fillWith("half")(unmarked)
+	badMark := filepath.Join(parent, tempName("ckpt", kindNew, "0123456789ab"))
+	os.Mkdir(badMark, 0o755)
+	fillWith("bad")(badMark)
+	os.WriteFile(filepath.Join(parent, tempName("ckpt", kindDone, "0123456789ab")), []byte("garbage"), 0o644)
+	if _, err := Recover(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, dir); got != "four" {
+		t.Errorf("%q, want the newest old copy %q", got, "four")
+	}
+	if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt"}) {
+		t.Errorf("left: %v", ns)
+	}
+}
+
+func TestRecoverLeavesAWriteInProgress(t *testing.T) {
+	parent := t.TempDir()
+	path := filepath.Join(parent, "f")
+	f, err := createTemp(parent, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inUse(f.Name()) {
+		t.Error("a locked temporary is not in use")
+	}
+	if did, err := Recover(path); len(did) != 0 || err != nil {
+		t.Errorf("Recover during a write: %q, %v", did, err)
+	}
+	if _, err := os.Stat(f.Name()); err != nil {
+		t.Errorf("a write in progress lost its temporary: %v", err)
+	}
+	f.Close()
+	if inUse(f.Name()) {
+		t.Error("a closed temporary is in use")
+	}
+	if did, err := Recover(path); len(did) != 1 || err != nil {
+		t.Errorf("Recover after the write died: %q, %v", did, err)
+	}
+	if inUse(filepath.Join(parent, "missing")) {
+		t.Error("a missing file is in use")
+	}
+	// a folder being built
+	d := filepath.Join(parent, tempName("g", kindNew, newID()))
+	os.Mkdir(d, 0o700)
+	l, err := lockDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if did, _ := RecoverIn(parent); len(did) != 0 {
+		t.Errorf("RecoverIn during a swap: %q", did)
+	}
+	l.Close()
+	if did, _ := RecoverIn(parent); len(did) != 1 {
+		t.Errorf("RecoverIn after the swap died: %q", did)
+	}
+}
+
+func TestLock(t *testing.T) {
+	parent := t.TempDir()
+	path := filepath.Join(parent, "run")
+	l1, err := Lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// held twice in one process, released twice
+	l2, err := Lock(filepath.Join(parent, ".", "run"))
+	if err != nil || l2 != l1 {
+		t.Fatalf("second hold: %v, %v", l2, err)
+	}
+	lockFile := filepath.Join(parent, lockName("run"))
+	if b, err := os.ReadFile(lockFile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("lock file: %q, %v, want our pid", b, err)
+	}
+	l2.Unlock()
+	if _, err := os.Stat(lockFile); err != nil {
+		t.Errorf("the first release of two removed the lock: %v", err)
+	}
+	l1.Unlock()
+	if _, err := os.Stat(lockFile); !os.IsNotExist(err) {
+		t.Errorf("the lock file stays after the last release: %v", err)
+	}
+	(*PathLock)(nil).Unlock()
+
+	// another process holds it: refused, naming its pid; its death frees it
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ATOMICFILE_CHILD=lock - "+path)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "locked\n" {
+		t.Fatalf("child: %q", line)
+	}
+	_, err = Lock(path)
+	var le *LockedError
+	if !errors.As(err, &le) || le.PID != cmd.Process.Pid || !errors.Is(err, ErrLocked) {
+		t.Fatalf("lock held by pid %d: %v", cmd.Process.Pid, err)
+	}
+	want := fmt.Sprintf("%s is being written by another attnlab process (pid %d): wait for it to end, or stop it", path, cmd.Process.Pid)
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	l, err := Lock(path)
+	if err != nil {
+		t.Fatalf("after the holder was killed: %v", err)
+	}
+	l.Unlock()
+
+	if _, err := Lock(filepath.Join(parent, "missing", "x")); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("lock in a missing folder: %v", err)
+	}
+	if (&LockedError{Path: "p"}).Error() != "p is being written by another attnlab process: wait for it to end, or stop it" {
+		t.Errorf("without a pid: %v", &LockedError{Path: "p"})
+	}
+}
+
+func TestWaitSaves(t *testing.T) {
+	done := Saving()
+	waited := make(chan bool)
+	go func() { WaitSaves(); waited <- true }()
+	select {
+	case <-waited:
+		t.Fatal("WaitSaves returned during a save")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if SavesInProgress() != 1 {
+		t.Errorf("%d saves in progress, want 1", SavesInProgress())
+	}
+	done()
+	done() // a second call is a no-op
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitSaves did not return after the save")
+	}
+	if SavesInProgress() != 0 {
+		t.Errorf("%d saves in progress, want 0", SavesInProgress())
 	}
 }

@@ -36,11 +36,24 @@ var DecoderInputs = []string{"tokens", "targets", "valid", "seg", "pos"}
 // the directory of its -in file, so that an input file and its checkpoint
 // can be moved together.
 func RunAt(dir, op string, in *safetensors.File, dtype string) (*safetensors.File, error) {
-	if ck, ok := in.Metadata[CheckpointKey]; op == "decoder" && ok && ck != "" && !filepath.IsAbs(ck) {
+	if ck := InputPaths(dir, op, in); len(ck) == 1 {
 		in = &safetensors.File{Tensors: in.Tensors, Metadata: maps.Clone(in.Metadata)}
-		in.Metadata[CheckpointKey] = filepath.Join(dir, ck)
+		in.Metadata[CheckpointKey] = ck[0]
 	}
 	return Run(op, in, dtype)
+}
+
+// InputPaths returns the files and folders op reads besides its input
+// file (the checkpoint of op decoder), resolved as RunAt resolves them.
+func InputPaths(dir, op string, in *safetensors.File) []string {
+	ck, ok := in.Metadata[CheckpointKey]
+	if op != "decoder" || !ok || ck == "" {
+		return nil
+	}
+	if !filepath.IsAbs(ck) {
+		ck = filepath.Join(dir, ck)
+	}
+	return []string{ck}
 }
 
 // decoderInputs is a checked decoder input before the checkpoint is read:

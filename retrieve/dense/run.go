@@ -135,13 +135,14 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		indexFiles = []string{filepath.Join(o.Data, "test.jsonl")}
 	}
 	ckpt := filepath.Join(o.Out, ModelDir)
-	target := output.Target{Path: o.Out, Replace: o.Force || o.Resume, Inputs: append([]string{o.Data, o.Init}, indexFiles...)}
-	if err := target.Dir(); err != nil {
-		if errors.Is(err, output.ErrExists) {
-			target.Hint = "-resume continues its training, -force starts over"
-			return nil, target.Dir()
-		}
+	claim, err := output.Target{Path: o.Out, Flag: "-out", Replace: o.Force || o.Resume, Inputs: append([]string{o.Data, o.Init}, indexFiles...),
+		Hint: "-resume continues its training, -force starts over"}.ClaimDir()
+	if err != nil {
 		return nil, err
+	}
+	defer claim.Release()
+	for _, line := range claim.Recovered {
+		ev.Logf("%s", line)
 	}
 	if o.Resume {
 		if _, err := os.Stat(filepath.Join(ckpt, train.StateFile)); err != nil {

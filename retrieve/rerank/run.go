@@ -111,13 +111,14 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		o.Model = filepath.Join(o.Out, dense.ModelDir)
 	}
 	res := &RunResult{Reranker: filepath.Join(o.Out, RerankerDir), Curves: filepath.Join(o.Out, CurvesFile)}
-	target := output.Target{Path: res.Reranker, Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model}}
-	if err := target.Dir(); err != nil {
-		if errors.Is(err, output.ErrExists) {
-			target.Hint = "-resume continues its training, -force starts over"
-			return nil, target.Dir()
-		}
+	claim, err := output.Target{Path: res.Reranker, Flag: "-out", Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model},
+		Hint: "-resume continues its training, -force starts over"}.ClaimDir()
+	if err != nil {
 		return nil, err
+	}
+	defer claim.Release()
+	for _, line := range claim.Recovered {
+		ev.Logf("%s", line)
 	}
 	if o.Resume {
 		if _, err := os.Stat(filepath.Join(res.Reranker, train.StateFile)); err != nil {

@@ -92,9 +92,11 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 		if o.Model == "" {
 			return nil, errors.New("search: writing an index needs a dense model")
 		}
-		if err := (output.Target{Path: o.WriteIndex, Replace: o.Force, Inputs: []string{o.Data, o.Model, o.Reranker}}).Dir(); err != nil {
+		claim, err := output.Target{Path: o.WriteIndex, Flag: "-write-index", Replace: o.Force, Inputs: []string{o.Data, o.Model, o.Reranker}}.ClaimDir()
+		if err != nil {
 			return nil, err
 		}
+		defer claim.Release()
 	}
 	pairs, err := retrieve.ReadJSONL(o.Data)
 	if err != nil {

@@ -85,7 +85,7 @@ func IndexFolder(ctx context.Context, root string, m *dense.Model, o FolderOptio
 		if err := os.MkdirAll(cache, 0o755); err != nil {
 			return nil, fmt.Errorf("search: cache: %w", err)
 		}
-		if _, err := atomicfile.CleanStale(cache); err != nil {
+		if _, err := atomicfile.RecoverIn(cache); err != nil {
 			return nil, err
 		}
 	}
