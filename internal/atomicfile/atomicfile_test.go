@@ -261,7 +261,7 @@ func TestNamesAreProvablyOurs(t *testing.T) {
 	good := tempName("x", kindNew, "0123456789ab")
 	for _, name := range []string{
 		".notes.tmp1", ".backup.tmp-2024", ".backup.tmp-2024.old", ".ckpt.tmp-123", ".f.tmp456",
-		"x.attnlab-0123456789ab-" + check("x", kindNew, "0123456789ab") + ".new", // not hidden
+		"x.attnlab-0123456789ab-" + check("x", kindNew, "0123456789ab") + ".new",  // not hidden
 		".x.attnlab-0123456789ab-" + check("x", kindNew, "0123456789ab") + ".tmp", // the check of another kind
 		".x.attnlab-0123456789AB-" + check("x", kindNew, "0123456789AB") + ".new", // not lower-case hex
 		".x.attnlab-0123456789a-" + check("x", kindNew, "0123456789a") + ".new",   // a short id

@@ -47,14 +47,14 @@ var ErrLocked = atomicfile.ErrLocked
 // Target is something a command is about to write.
 type Target struct {
 	Path    string
-	Flag    string   // the flag that named it ("-out"), for the errors
-	Replace bool     // the user asked to replace (or continue) an existing result
-	Hint    string   // what the user may do instead, for the refusal ("-force replaces it")
+	Flag    string // the flag that named it ("-out"), for the errors
+	Replace bool   // the user asked to replace (or continue) an existing result
+	Hint    string // what the user may do instead, for the refusal ("-force replaces it")
 	// Holds, when not nil, says what an existing result holds ("it holds
 	// a run at step 40 of 40"), for the refusal; it is asked after the
 	// recovery of interrupted writes.
-	Holds func() string
-	Inputs  []string // files and folders the command reads: never written over
+	Holds  func() string
+	Inputs []string // files and folders the command reads: never written over
 }
 
 // A Claim is a checked and locked target; Release it when the command is
