@@ -150,11 +150,11 @@ func Fetch(ctx context.Context, list []string, dir string, opt FetchOptions) (*F
 	if err := os.MkdirAll(filepath.Join(dir, "pkgs"), 0o755); err != nil {
 		return nil, fmt.Errorf("corpus: %w", err)
 	}
-	unlock, err := lockDir(dir)
+	lock, err := atomicfile.Lock(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("corpus: %w", err)
 	}
-	defer unlock()
+	defer lock.Unlock()
 
 	res := &FetchResult{}
 	if res.Stale, err = removeStale(dir); err != nil {
@@ -237,55 +237,52 @@ func checkCorpusDir(dir string) error {
 	return nil
 }
 
-// removeStale removes the temporaries of interrupted fetches.
+// removeStale removes what interrupted fetches left (a package being
+// unpacked, a manifest being written: only atomicfile's temporaries) and
+// returns how many.
 func removeStale(dir string) (int, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("corpus: %w", err)
-	}
 	n := 0
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".tmp-") || strings.HasPrefix(e.Name(), ".manifest.json.tmp") {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return n, fmt.Errorf("corpus: removing a stale temporary: %w", err)
-			}
-			n++
+	for _, d := range []string{dir, filepath.Join(dir, "pkgs")} {
+		did, err := atomicfile.RecoverIn(d)
+		n += len(did)
+		if err != nil {
+			return n, fmt.Errorf("corpus: removing a stale temporary: %w", err)
 		}
 	}
 	return n, nil
 }
 
-// fetchOne downloads and unpacks one package into dir/pkgs/name.
-func fetchOne(ctx context.Context, run Runner, dir, name string) (Package, error) {
-	tmp, err := os.MkdirTemp(dir, ".tmp-"+name+"-")
-	if err != nil {
-		return Package{}, err
-	}
-	defer os.RemoveAll(tmp)
-	os.Chmod(tmp, 0o755) // apt downloads as user _apt when it can reach the folder
-	if out, err := run(ctx, tmp, "apt-get", "download", name); err != nil {
-		return Package{}, commandError("apt-get download", out, err)
-	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if len(debs) != 1 {
-		return Package{}, fmt.Errorf("apt-get download left %d .deb files, want 1", len(debs))
-	}
-	root := filepath.Join(tmp, "root")
-	if out, err := run(ctx, tmp, "dpkg", "-x", debs[0], root); err != nil {
-		return Package{}, commandError("dpkg -x", out, err)
-	}
-	deb := filepath.Base(debs[0])
-	if err := os.WriteFile(filepath.Join(root, debMarker), []byte(deb+"\n"), 0o644); err != nil {
-		return Package{}, err
-	}
-	p, err := describe(root, deb)
-	if err != nil {
-		return Package{}, err
-	}
-	if err := os.Rename(root, filepath.Join(dir, "pkgs", name)); err != nil {
-		return Package{}, err
-	}
-	return p, nil
+// fetchOne downloads and unpacks one package into dir/pkgs/name, whole
+// (atomicfile.ReplaceDir): the .deb is downloaded into a folder of its own
+// inside the new package folder and removed before the swap.
+func fetchOne(ctx context.Context, run Runner, dir, name string) (p Package, err error) {
+	err = atomicfile.ReplaceDir(filepath.Join(dir, "pkgs", name), func(root string) error {
+		download := filepath.Join(root, ".download")
+		if err := os.Mkdir(download, 0o755); err != nil {
+			return err
+		}
+		os.Chmod(root, 0o755) // apt downloads as user _apt when it can reach the folder
+		if out, err := run(ctx, download, "apt-get", "download", name); err != nil {
+			return commandError("apt-get download", out, err)
+		}
+		debs, _ := filepath.Glob(filepath.Join(download, "*.deb"))
+		if len(debs) != 1 {
+			return fmt.Errorf("apt-get download left %d .deb files, want 1", len(debs))
+		}
+		if out, err := run(ctx, download, "dpkg", "-x", debs[0], root); err != nil {
+			return commandError("dpkg -x", out, err)
+		}
+		deb := filepath.Base(debs[0])
+		if err := os.RemoveAll(download); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, debMarker), []byte(deb+"\n"), 0o644); err != nil {
+			return err
+		}
+		p, err = describe(root, deb)
+		return err
+	})
+	return p, err
 }
 
 // commandError is a one-line error from a command's output: its first line

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -112,7 +113,7 @@ func leftovers(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if n := e.Name(); n != "pkgs" && n != "manifest.json" && n != ".lock" {
+		if n := e.Name(); n != "pkgs" && n != "manifest.json" {
 			names = append(names, n)
 		}
 	}
@@ -249,11 +250,11 @@ func TestFetchCleansAfterAKill(t *testing.T) {
 	}
 	// What a kill -9 leaves: a half-unpacked temporary, a half-written
 	// manifest temporary, and a package renamed into place whose manifest
-	// entry was never written.
-	half := filepath.Join(dir, ".tmp-golang-c-dev-123", "root", GoSrc, "example.com/c")
-	os.MkdirAll(half, 0o755)
-	os.WriteFile(filepath.Join(half, "c.go"), []byte("package c\n\nfunc Hal"), 0o644)
-	os.WriteFile(filepath.Join(dir, ".manifest.json.tmp456"), []byte(`{"packages": {"golang-`), 0o644)
+	// entry was never written. A user's look-alike of a temporary stays.
+	killedAt(t, "dir:filled", func() { Fetch(context.Background(), []string{"golang-c-dev"}, dir, FetchOptions{Run: apt.run}) })
+	killedAt(t, "write:synced", func() { m := readManifest(t, dir); writeManifest(dir, &m) })
+	mine := filepath.Join(dir, ".tmp-golang-c-dev-123")
+	os.Mkdir(mine, 0o755)
 	m := readManifest(t, dir)
 	delete(m.Packages, "golang-b-dev")
 	b, _ := json.Marshal(m)
@@ -267,8 +268,8 @@ func TestFetchCleansAfterAKill(t *testing.T) {
 	if res.Stale != 2 || res.Present != 2 || !slices.Equal(res.Fetched, []string{"golang-c-dev"}) || apt.ncalls() != n+2 {
 		t.Errorf("result %+v after %d commands, want 2 stale temporaries removed, a and b present, c fetched", res, apt.ncalls()-n)
 	}
-	if l := leftovers(t, dir); len(l) != 0 {
-		t.Errorf("left in the folder: %q", l)
+	if l := leftovers(t, dir); !slices.Equal(l, []string{filepath.Base(mine)}) {
+		t.Errorf("left in the folder: %q, want only the user's %s", l, mine)
 	}
 	if p := readManifest(t, dir).Packages["golang-b-dev"]; p.Version != "1.0-1" || p.GoFiles != 2 {
 		t.Errorf("b's manifest entry rebuilt as %+v", p)
@@ -370,7 +371,7 @@ func TestExecStopsOnCancel(t *testing.T) {
 			t.Fatal("the fake apt-get did not start")
 		}
 	}
-	if _, err := Fetch(context.Background(), []string{"golang-a-dev"}, dir, FetchOptions{}); err == nil || !strings.Contains(err.Error(), "another process") {
+	if _, err := Fetch(context.Background(), []string{"golang-a-dev"}, dir, FetchOptions{}); err == nil || !strings.Contains(err.Error(), "is being written by") {
 		t.Errorf("concurrent fetch: error %v, want a refusal", err)
 	}
 	start := time.Now()
@@ -389,4 +390,23 @@ func TestExecStopsOnCancel(t *testing.T) {
 	if l := leftovers(t, dir); len(l) != 0 {
 		t.Errorf("left in the folder: %q", l)
 	}
+}
+
+// killedAt runs f until a write reaches step at, and stops it there as a
+// kill would: no cleanup of the write runs, its locks are released.
+func killedAt(t *testing.T, at string, f func()) {
+	t.Helper()
+	type killed struct{}
+	defer func() {
+		atomicfile.TestHook = nil
+		if r := recover(); r != (killed{}) {
+			t.Fatalf("not stopped at %s: %v", at, r)
+		}
+	}()
+	atomicfile.TestHook = func(step string) {
+		if step == at {
+			panic(killed{})
+		}
+	}
+	f()
 }

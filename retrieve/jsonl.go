@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
 )
@@ -16,7 +17,14 @@ import (
 // file is written under a temporary name in the same folder and renamed when
 // complete, so path holds either the whole dataset or what it held before.
 func WriteJSONL(path string, pairs []Pair) error {
-	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+	if err := atomicfile.Write(path, 0o644, encodePairs(pairs)); err != nil {
+		return fmt.Errorf("retrieve: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func encodePairs(pairs []Pair) func(w io.Writer) error {
+	return func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false) // code is full of <, > and &
 		for _, p := range pairs {
@@ -25,11 +33,32 @@ func WriteJSONL(path string, pairs []Pair) error {
 			}
 		}
 		return nil
+	}
+}
+
+// WriteSplits writes the folder dir of a dataset's splits (train.jsonl,
+// val.jsonl, test.jsonl, as SplitNames) as one result: built whole and
+// swapped in (atomicfile.ReplaceDir), so a failure, a full disk or a kill
+// never leaves new splits beside old ones. It returns the files' paths.
+func WriteSplits(dir string, splits ...[]Pair) ([]string, error) {
+	if len(splits) != len(SplitNames) {
+		panic(fmt.Sprintf("retrieve: WriteSplits of %d splits, want %d", len(splits), len(SplitNames)))
+	}
+	var paths []string
+	err := atomicfile.ReplaceDir(dir, func(tmp string) error {
+		for i, ps := range splits {
+			name := SplitNames[i] + ".jsonl"
+			if err := atomicfile.Write(filepath.Join(tmp, name), 0o644, encodePairs(ps)); err != nil {
+				return err
+			}
+			paths = append(paths, filepath.Join(dir, name))
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("retrieve: writing %s: %w", path, err)
+		return nil, fmt.Errorf("retrieve: writing %s: %w", dir, err)
 	}
-	return nil
+	return paths, nil
 }
 
 // A FormatError reports a malformed line of a JSONL dataset.

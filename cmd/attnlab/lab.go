@@ -73,12 +73,11 @@ func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
 	}
 	if o.html != "" {
 		// Refuse a bad folder before the run, not after it.
-		if err := report.CheckDir(o.html, o.force); err != nil {
-			if errors.Is(err, report.ErrDirNotEmpty) {
-				return usageError{err.Error()}
-			}
+		claim, err := output.Target{Path: o.html, Flag: "-html", Replace: o.force}.ClaimDir()
+		if err != nil {
 			return err
 		}
+		defer claim.Release()
 	}
 	if o.plot != "" {
 		claim, err := output.Target{Path: o.plot, Flag: "-plot", Replace: o.force}.ClaimFile()

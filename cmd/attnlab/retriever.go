@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -109,16 +108,9 @@ func runRetrieverData(ctx context.Context, src, out string, force bool, o retrie
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	written, err := retrieve.WriteSplits(out, train, val, test)
+	if err != nil {
 		return err
-	}
-	var written []string
-	for i, ps := range [][]retrieve.Pair{train, val, test} {
-		path := filepath.Join(out, retrieve.SplitNames[i]+".jsonl")
-		if err := retrieve.WriteJSONL(path, ps); err != nil {
-			return err
-		}
-		written = append(written, path)
 	}
 	fmt.Fprintf(stdout, "source %s: %d .go files read, %d generated and %d unparsable skipped (%.1fs)\n",
 		src, st.Files, st.Generated, st.Unparsable, time.Since(start).Seconds())

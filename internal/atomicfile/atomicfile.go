@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -62,10 +63,13 @@ func Write(path string, perm os.FileMode, write func(w io.Writer) error) (err er
 	if err != nil {
 		return pathError("write", path, err)
 	}
+	closed := false
 	defer func() {
 		if err != nil {
 			os.Remove(f.Name())
-			f.Close()
+		}
+		if !closed {
+			f.Close() // the lock goes with it
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
@@ -87,7 +91,8 @@ func Write(path string, perm os.FileMode, write func(w io.Writer) error) (err er
 	}
 	step("write:renamed")
 	syncDir(dir)
-	return f.Close() // the lock goes with it
+	closed = true
+	return f.Close()
 }
 
 // WriteFile replaces the file at path with data (see Write).
@@ -124,8 +129,9 @@ func createTemp(dir, base string) (*os.File, error) {
 // one renamed in, the old one removed). At no moment is a half-written
 // folder at dir; on error dir is left as it was (or put back); after a
 // kill at any step, Recover finds the newest complete copy. The error of
-// fill is returned as is; an error of the file system names dir, not the
-// temporary.
+// fill is returned wrapped so that it names dir where it named the
+// temporary folder (errors.Is and As see it); an error of the file system
+// names dir, not the temporary.
 func ReplaceDir(dir string, fill func(tmp string) error) (err error) {
 	defer Saving()()
 	parent, base := split(dir)
@@ -149,7 +155,7 @@ func ReplaceDir(dir string, fill func(tmp string) error) (err error) {
 		}
 	}()
 	if err := fill(tmp); err != nil {
-		return err
+		return inside{err, tmp, dir}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return pathError("write", dir, err)
@@ -194,6 +200,16 @@ func ReplaceDir(dir string, fill func(tmp string) error) (err error) {
 	step("dir:done")
 	return nil
 }
+
+// inside is an error of fill, which may name files inside the temporary
+// folder: it names them inside dir, where the user will look.
+type inside struct {
+	err      error
+	tmp, dir string
+}
+
+func (e inside) Error() string { return strings.ReplaceAll(e.err.Error(), e.tmp, e.dir) }
+func (e inside) Unwrap() error { return e.err }
 
 // writeMark writes the mark of a complete temporary folder: when it was
 // completed and what it replaces (the identity of the folder at its

@@ -196,6 +196,12 @@ func TestReplaceDir(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("error %v, want fill's", err)
 	}
+	err = ReplaceDir(dir, func(tmp string) error {
+		return fmt.Errorf("writing %s: %w", filepath.Join(tmp, "a"), boom)
+	})
+	if want := "writing " + filepath.Join(dir, "a") + ": boom"; err == nil || err.Error() != want || !errors.Is(err, boom) {
+		t.Errorf("error %v, want %q naming dir's file", err, want)
+	}
 	if got := contentOf(t, dir); got != "one" {
 		t.Fatalf("after a failed fill the directory holds %q, want %q", got, "one")
 	}
@@ -565,24 +571,30 @@ func TestLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// held twice in one process, released twice
-	l2, err := Lock(filepath.Join(parent, ".", "run"))
-	if err != nil || l2 != l1 {
-		t.Fatalf("second hold: %v, %v", l2, err)
+	// one writer in one process too, by any spelling
+	_, err = Lock(filepath.Join(parent, ".", "run"))
+	if want := path + " is being written by another task of this process: wait for it to end, or stop it"; err == nil || err.Error() != want {
+		t.Fatalf("second hold: %v, want %q", err, want)
 	}
 	lockFile := filepath.Join(parent, lockName("run"))
 	if b, err := os.ReadFile(lockFile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
 		t.Errorf("lock file: %q, %v, want our pid", b, err)
 	}
-	l2.Unlock()
-	if _, err := os.Stat(lockFile); err != nil {
-		t.Errorf("the first release of two removed the lock: %v", err)
-	}
 	l1.Unlock()
 	if _, err := os.Stat(lockFile); !os.IsNotExist(err) {
-		t.Errorf("the lock file stays after the last release: %v", err)
+		t.Errorf("the lock file stays after the release: %v", err)
 	}
+	l1.Unlock() // twice: a no-op
 	(*PathLock)(nil).Unlock()
+	l2, err := Lock(path)
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	l1.Unlock() // the old hold does not release the new one
+	if _, err := Lock(path); !errors.Is(err, ErrLocked) {
+		t.Errorf("an old hold's Unlock released the new one: %v", err)
+	}
+	l2.Unlock()
 
 	// another process holds it: refused, naming its pid; its death frees it
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -22,7 +22,9 @@ type LockedError struct {
 
 func (e *LockedError) Error() string {
 	who := "another attnlab process"
-	if e.PID > 0 {
+	if e.PID == os.Getpid() {
+		who = "another task of this process"
+	} else if e.PID > 0 {
 		who += " (pid " + strconv.Itoa(e.PID) + ")"
 	}
 	return fmt.Sprintf("%s is being written by %s: wait for it to end, or stop it", e.Path, who)
@@ -35,10 +37,8 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 // kernel releases when the process ends, however it ends, and which holds
 // the holder's process id for the refusal of the next one.
 type PathLock struct {
-	key  string
-	f    *os.File
-	n    int // holds within this process
-	name string
+	key string
+	f   *os.File
 }
 
 var locks = struct {
@@ -46,10 +46,10 @@ var locks = struct {
 	held map[string]*PathLock
 }{held: map[string]*PathLock{}}
 
-// Lock takes the exclusive lock on path for this process, or returns a
-// *LockedError naming the process that holds it. Within one process the
-// lock is counted: each Lock needs its Unlock. The folder path lies in
-// must exist; a missing one is said as such.
+// Lock takes the exclusive lock on path, or returns a *LockedError naming
+// the process that holds it (this one, too: a path has one writer at a
+// time). The folder path lies in must exist; a missing one is said as
+// such.
 func Lock(path string) (*PathLock, error) {
 	parent, base := split(path)
 	real, err := filepath.EvalSymlinks(parent)
@@ -62,9 +62,8 @@ func Lock(path string) (*PathLock, error) {
 	name := filepath.Join(real, lockName(base))
 	locks.Lock()
 	defer locks.Unlock()
-	if l := locks.held[name]; l != nil {
-		l.n++
-		return l, nil
+	if locks.held[name] != nil {
+		return nil, &LockedError{Path: path, PID: os.Getpid()}
 	}
 	for {
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
@@ -90,21 +89,21 @@ func Lock(path string) (*PathLock, error) {
 		if err := f.Truncate(0); err == nil {
 			f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		}
-		l := &PathLock{key: name, f: f, n: 1, name: path}
+		l := &PathLock{key: name, f: f}
 		locks.held[name] = l
 		return l, nil
 	}
 }
 
-// Unlock releases the lock (the last of this process's holds removes the
-// lock file, then closes it). A nil lock is a no-op.
+// Unlock releases the lock: it removes the lock file, then closes it. A
+// nil lock, or one released already, is a no-op.
 func (l *PathLock) Unlock() {
 	if l == nil {
 		return
 	}
 	locks.Lock()
 	defer locks.Unlock()
-	if l.n--; l.n > 0 {
+	if locks.held[l.key] != l {
 		return
 	}
 	delete(locks.held, l.key)

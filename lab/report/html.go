@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"html/template"
 	"image/png"
 	"io/fs"
@@ -67,66 +68,18 @@ func HTML(r *lab.Report, dir string, force bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	parent, base := filepath.Dir(abs), filepath.Base(abs)
-	if parent == abs {
+	if filepath.Dir(abs) == abs {
 		return fmt.Errorf("report: cannot write a report over %s", abs)
 	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-")
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
+	return atomicfile.ReplaceDir(dir, func(tmp string) error {
+		if err := writeReportFiles(r, tmp); err != nil {
+			return err
 		}
-	}()
-	if err = writeReportFiles(r, tmp); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp, 0o755); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return replaceDir(tmp, abs, force)
-}
-
-// replaceDir renames the complete folder tmp to dir. An existing dir is moved
-// aside first and removed only after the rename succeeded; on failure it is
-// put back.
-func replaceDir(tmp, dir string, force bool) error {
-	if err := CheckDir(dir, force); err != nil { // it may have changed during the run
-		return err
-	}
-	old := ""
-	if _, err := os.Stat(dir); err == nil {
-		aside, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".old-")
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		// os.Rename will not replace a directory, not even an empty one: free
-		// the unique name, then move dir there.
-		if err := os.Remove(aside); err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		if err := os.Rename(dir, aside); err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		old = aside
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if old != "" {
-			os.Rename(old, dir)
-		}
-		return fmt.Errorf("report: %w", err)
-	}
-	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("report: report written, but the previous one is left at %s: %w", old, err)
-		}
-	}
-	return nil
+		return CheckDir(dir, force) // it may have changed during the run
+	})
 }
 
 // writeReportFiles writes index.html and the images into dir.
