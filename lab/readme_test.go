@@ -4,10 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"strconv"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
