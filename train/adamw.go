@@ -99,8 +99,10 @@ func ClipGradNorm[T nn.Float](params []Param[T], maxNorm float64) float64 {
 // Schedule is linear warmup to Peak over Warmup steps, then cosine decay to
 // Min at step Total (and Min after).
 type Schedule struct {
-	Peak, Min     float64
-	Warmup, Total int
+	Peak   float64 `flag:"lr"`
+	Min    float64 `flag:"min-lr"`
+	Warmup int     `flag:"warmup"`
+	Total  int     `flag:"steps"`
 }
 
 // At returns the learning rate of step (0-based).

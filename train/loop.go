@@ -2,10 +2,12 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +30,9 @@ type Record map[string]float64
 //     then saved (when this call took at least one step) and Run returns
 //     ctx's error: training saves first;
 //   - a step that fails with ErrNonFinite stops the loop without saving,
-//     so the last good checkpoint is kept; Run returns that error;
+//     so the last good checkpoint is kept; Run returns a *NonFiniteError
+//     that says which checkpoint that is, if any (when none was saved, the
+//     curves this call wrote are removed: nothing of the run is left);
 //   - any other error of Step, Eval or Save ends the loop and is returned.
 type Loop struct {
 	Steps int // the step after which the run ends
@@ -42,6 +46,9 @@ type Loop struct {
 	// the last, and on an interrupt. The curves are written just before.
 	Save      func() error
 	SaveEvery int
+	// Checkpoint is the folder Save writes, for the error of a
+	// non-finite step (which checkpoint is kept).
+	Checkpoint string
 
 	// Curves is the CSV file of the records (empty: none), written with
 	// each save and every WriteEvery steps (0: only with saves), one row
@@ -113,12 +120,16 @@ func (l *Loop) Run(ctx context.Context, done int) (LoopResult, error) {
 	}
 	r := LoopResult{From: done, To: done}
 	start := time.Now()
+	saved := 0 // the step last saved by this call
 	saveAll := func() error {
 		if err := l.writeCurves(); err != nil {
 			return err
 		}
 		if l.Save != nil {
-			return l.Save()
+			if err := l.Save(); err != nil {
+				return err
+			}
+			saved = r.To
 		}
 		return nil
 	}
@@ -135,6 +146,9 @@ func (l *Loop) Run(ctx context.Context, done int) (LoopResult, error) {
 		rec, err := l.Step()
 		if err != nil {
 			r.Time = time.Since(start)
+			if errors.Is(err, ErrNonFinite) {
+				return r, l.nonFinite(err, done, saved)
+			}
 			return r, err
 		}
 		step := int(rec["step"])
@@ -174,6 +188,68 @@ func (l *Loop) Run(ctx context.Context, done int) (LoopResult, error) {
 	}
 	r.Time = time.Since(start)
 	return r, nil
+}
+
+// NonFiniteError is the error of Loop.Run for a step whose loss or
+// gradient is not finite: it says which checkpoint is kept, if any, and
+// what the user can do.
+type NonFiniteError struct {
+	Err        error  // the step's, wrapping ErrNonFinite
+	Checkpoint string // the run's checkpoint folder
+	Kept       int    // the step of the checkpoint kept; -1: none
+	Earlier    bool   // the checkpoint kept is an earlier run's, which this one was to replace
+}
+
+func (e *NonFiniteError) Error() string {
+	const try = "a lower -lr, a -clip or another -seed may avoid it"
+	switch {
+	case e.Kept < 0:
+		return fmt.Sprintf("%v: no checkpoint had been saved, so nothing of the run is kept: run again (%s)", e.Err, try)
+	case e.Earlier:
+		return fmt.Sprintf("%v: no checkpoint of this run was saved; %s still holds the earlier run's, at step %d: -force starts over (%s)", e.Err, e.Checkpoint, e.Kept, try)
+	}
+	return fmt.Sprintf("%v: the last good checkpoint, step %d, is kept in %s: -force starts over (%s); -resume would meet the same step again", e.Err, e.Kept, e.Checkpoint, try)
+}
+
+func (e *NonFiniteError) Unwrap() error { return e.Err }
+
+// nonFinite describes what a non-finite step leaves: the checkpoint this
+// call saved last, or the one it resumed from (done), or one of an
+// earlier run; with none, the curves this call wrote go.
+func (l *Loop) nonFinite(err error, done, saved int) error {
+	e := &NonFiniteError{Err: err, Checkpoint: l.Checkpoint, Kept: max(saved, done)}
+	if e.Kept > 0 {
+		return e
+	}
+	if st, ok := savedStep(l.Checkpoint); ok {
+		e.Kept, e.Earlier = st, true
+		return e
+	}
+	e.Kept = -1
+	if l.Curves != "" {
+		if rmErr := os.Remove(l.Curves); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			return fmt.Errorf("%w; removing %s: %v", e, l.Curves, rmErr)
+		}
+	}
+	return e
+}
+
+// savedStep returns the step of the training checkpoint in dir.
+func savedStep(dir string) (int, bool) {
+	if dir == "" {
+		return 0, false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return 0, false
+	}
+	var st struct {
+		Step *int `json:"step"`
+	}
+	if json.Unmarshal(data, &st) != nil || st.Step == nil {
+		return 0, false
+	}
+	return *st.Step, true
 }
 
 // writeCurves writes the rows as CSV, atomically.

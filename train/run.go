@@ -264,9 +264,8 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 		if m, p, err = model.Load[float32](ckpt); err != nil {
 			return nil, err
 		}
-		if got := m.Config; got.HiddenSize != cfg.HiddenSize || got.NumHiddenLayers != cfg.NumHiddenLayers || got.VocabSize != cfg.VocabSize ||
-			got.NumAttentionHeads != cfg.NumAttentionHeads || got.NumKeyValueHeads != cfg.NumKeyValueHeads || got.IntermediateSize != cfg.IntermediateSize {
-			return nil, fmt.Errorf("train: resume: %s holds a model of another config (%+v) than the options ask for", ckpt, got)
+		if diffs := configDiffs(m.Config, cfg); len(diffs) > 0 {
+			return nil, fmt.Errorf("train: resume: %s holds a model of other sizes (%s): resume with the run's own flags, or -force starts over", ckpt, strings.Join(diffs, "; "))
 		}
 	} else {
 		if m, err = model.New[float32](cfg); err != nil {
@@ -283,7 +282,7 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	for _, t := range m.Tensors(p) {
 		res.Params += len(t.Data)
 	}
-	loop := &Loop{Steps: o.Steps, EvalEvery: o.EvalEvery, SaveEvery: o.SaveEvery, Progress: ev.Progress,
+	loop := &Loop{Steps: o.Steps, EvalEvery: o.EvalEvery, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: ckpt,
 		Curves:  filepath.Join(o.Out, CurvesFile),
 		Columns: []string{"step", "lr", "loss", "grad_norm", "tokens", "seconds", "val_loss", "val_bits_per_byte"}}
 	if o.Resume {
@@ -358,6 +357,11 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 		}
 	}
 	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
+		if nf := (*NonFiniteError)(nil); errors.As(err, &nf) && nf.Kept < 0 {
+			// nothing of the run is kept: nor is its list of held-out files
+			os.Remove(filepath.Join(o.Out, HeldOutFile))
+			os.Remove(o.Out) // when empty: a rerun finds the folder as it was
+		}
 		return res, err
 	}
 	if last := loop.Rows; len(last) > 0 {
@@ -370,6 +374,28 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	}
 	res.Compressors, err = compress.MeasureAll(ctx, held)
 	return res, err
+}
+
+// configDiffs lists the sizes in which a saved model differs from the one
+// the flags ask for, as "-dim 64 (now 128)".
+func configDiffs(saved, now model.Config) []string {
+	var diffs []string
+	for _, f := range []struct {
+		flag string
+		a, b int
+	}{
+		{"-dim", saved.HiddenSize, now.HiddenSize},
+		{"-layers", saved.NumHiddenLayers, now.NumHiddenLayers},
+		{"-heads", saved.NumAttentionHeads, now.NumAttentionHeads},
+		{"-kv-heads", saved.NumKeyValueHeads, now.NumKeyValueHeads},
+		{"-ffn", saved.IntermediateSize, now.IntermediateSize},
+		{"vocabulary", saved.VocabSize, now.VocabSize},
+	} {
+		if f.a != f.b {
+			diffs = append(diffs, fmt.Sprintf("%s %d (now %d)", f.flag, f.a, f.b))
+		}
+	}
+	return diffs
 }
 
 // describeRun says what a run folder's checkpoint holds: "a run at step 40

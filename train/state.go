@@ -25,7 +25,8 @@ type State struct {
 	Epoch   int     `json:"epoch"`
 	Next    int     `json:"next"`
 	Seed    uint64  `json:"seed"`
-	Windows int     `json:"windows"` // training windows: a resumed run must see the same data
+	Windows int     `json:"windows"`               // training windows: a resumed run must see the same data
+	Data    string  `json:"data_sha256,omitempty"` // their Fingerprint
 	Options Options `json:"options"`
 }
 
@@ -37,11 +38,20 @@ func (t *Trainer[T]) Files() (map[string][]byte, error) {
 		return nil, err
 	}
 	st, err := json.MarshalIndent(State{Step: t.Step, Epoch: t.Cursor.Epoch, Next: t.Cursor.Next, Seed: t.Cursor.Seed,
-		Windows: len(t.Data.Tokens), Options: t.Options}, "", "  ")
+		Windows: len(t.Data.Tokens), Data: t.dataFingerprint(), Options: t.Options}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return map[string][]byte{OptimizerFile: opt, StateFile: append(st, '\n')}, nil
+}
+
+// dataFingerprint is the Fingerprint of the training windows, computed
+// once.
+func (t *Trainer[T]) dataFingerprint() string {
+	if t.fingerprint == "" {
+		t.fingerprint = Fingerprint(t.Data.Tokens)
+	}
+	return t.fingerprint
 }
 
 // MarshalMoments returns the safetensors file of opt's first and second
@@ -121,14 +131,17 @@ func (t *Trainer[T]) Resume(dir string) error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("train: resume: %s: %w", StateFile, err)
 	}
-	if st.Windows != len(t.Data.Tokens) {
-		return fmt.Errorf("train: resume: %s: the checkpoint was trained on %d windows, this data has %d", StateFile, st.Windows, len(t.Data.Tokens))
-	}
-	if st.Options != t.Options {
-		return fmt.Errorf("train: resume: %s: the checkpoint's options %+v differ from this run's %+v", StateFile, st.Options, t.Options)
+	saved := Saved{File: filepath.Join(dir, StateFile), Step: st.Step, Steps: st.Options.Steps, Epoch: st.Epoch, Next: st.Next,
+		Items: st.Windows, ItemsNow: len(t.Data.Tokens), What: "training windows", Data: st.Data, DataNow: t.dataFingerprint(),
+		Options: st.Options, OptionsNow: t.Options}
+	if err := saved.Check(); err != nil {
+		return fmt.Errorf("train: resume: %w", err)
 	}
 	if err := ReadMoments(t.Opt, t.params, filepath.Join(dir, OptimizerFile)); err != nil {
 		return fmt.Errorf("train: resume: %w", err)
+	}
+	if t.Opt.Step != st.Step {
+		return fmt.Errorf("train: resume: %s holds the optimiser of step %d, %s step %d: the checkpoint is damaged", OptimizerFile, t.Opt.Step, StateFile, st.Step)
 	}
 	t.Step = st.Step
 	t.Cursor.Seed = st.Seed

@@ -12,28 +12,28 @@ import (
 
 // Options are a training run's hyper-parameters.
 type Options struct {
-	BatchSize   int      // windows per micro-batch
-	Accum       int      // micro-batches per optimiser step (gradients averaged)
-	Steps       int      // optimiser steps of the run
+	BatchSize   int      `flag:"batch"` // windows per micro-batch
+	Accum       int      `flag:"accum"` // micro-batches per optimiser step (gradients averaged)
+	Steps       int      `flag:"steps"` // optimiser steps of the run
 	Schedule    Schedule // learning rate per step
 	Beta1       float64
 	Beta2       float64
 	Eps         float64
-	WeightDecay float64
+	WeightDecay float64 `flag:"wd"`
 	DecayAll    bool    // decay norms and embeddings too
-	Clip        float64 // global gradient-norm clip; 0: none
-	Seed        uint64  // data order
+	Clip        float64 `flag:"clip"` // global gradient-norm clip; 0: none
+	Seed        uint64  `flag:"seed"` // data order
 	// CheckpointActivations keeps only each block's input and recomputes its
 	// activations in the backward: less memory, one more forward pass, the
 	// same gradients bit for bit.
-	CheckpointActivations bool
+	CheckpointActivations bool `flag:"checkpoint-activations"`
 	// Shards splits each micro-batch into this many equal parts that run
 	// forward and backward at the same time, one goroutine each, into
 	// gradient buffers of their own, summed in shard order: data
 	// parallelism across cores. The result depends on Shards (the sums
 	// round in another order), never on the number of cores or the
 	// scheduling. 0 or 1: one part.
-	Shards int
+	Shards int `flag:"shards"`
 }
 
 // Trainer holds a run's state: model, parameters, gradients, optimiser and
@@ -51,6 +51,8 @@ type Trainer[T nn.Float] struct {
 	acts   []*model.Acts[T]   // per shard
 	grads  []*model.Params[T] // per shard; grads[0] is Grads
 	params []Param[T]
+
+	fingerprint string // of Data, once computed
 }
 
 // shards is the number of parts of a micro-batch.

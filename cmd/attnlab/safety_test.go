@@ -122,3 +122,36 @@ func TestOneWriterPerFolder(t *testing.T) {
 		t.Errorf("beside the run folder: %d entries, want none but it (no lock file left)", len(entries)-1)
 	}
 }
+
+// TestTrainNonFiniteSaysWhatIsKept: a loss that turns NaN stops the run
+// with one line on stderr that tells the truth about the checkpoint; with
+// none saved nothing of the run is left, so a plain rerun works.
+func TestTrainNonFiniteSaysWhatIsKept(t *testing.T) {
+	src := tinyCorpus(t)
+	out := filepath.Join(t.TempDir(), "run")
+	code, _, stderr := attnlab(t, trainArgs(src, out, "-steps", "10", "-lr", "1e30")...)
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "not finite") || !strings.Contains(stderr, "no checkpoint had been saved, so nothing of the run is kept") {
+		t.Errorf("NaN before the first save: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the folder of a run that kept nothing is left: %v", err)
+	}
+	// a checkpoint every step: the last good one is step 1
+	code, _, stderr = attnlab(t, trainArgs(src, out, "-steps", "10", "-lr", "1e30", "-ckpt-every", "1")...)
+	want := "the last good checkpoint, step 1, is kept in " + filepath.Join(out, "checkpoint") + ": -force starts over"
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("NaN after a save: exit %d, stderr %q, want %q", code, stderr, want)
+	}
+	if step := checkpointStep(t, out); step != 1 {
+		t.Errorf("checkpoint at step %d, want 1", step)
+	}
+	// -force starts over with a sane rate; its NaN-free run replaces it
+	if code, _, stderr := attnlab(t, trainArgs(src, out, "-steps", "2", "-force")...); code != 0 {
+		t.Errorf("-force after the NaN: exit %d: %s", code, stderr)
+	}
+	// -resume with other flags names the flag, once, on one line
+	code, _, stderr = attnlab(t, trainArgs(src, out, "-steps", "3", "-lr", "1e-3", "-resume")...)
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "-steps 2 (now 3); -lr 0.003 (now 0.001)") || strings.Contains(stderr, "{") {
+		t.Errorf("-resume with other flags: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,8 +30,10 @@ every -ckpt-every steps (atomically: a checkpoint is complete or absent).
 An OUT that holds a run is refused: -resume continues it exactly where its
 checkpoint left off, -force starts over. Ctrl-C or SIGTERM stops after the
 current step and saves (exit 130 or 143); an interrupt before the first
-step writes nothing. A NaN or infinite loss stops the run and keeps the
-last good checkpoint.
+step writes nothing. A NaN or infinite loss stops the run and says which
+checkpoint is kept (the last good one; with none saved, nothing of the run
+is left). -resume checks that the data, the options and the saved state are
+the run's, naming what differs.
 
 At the end it reports validation bits per byte on the held-out bytes, beside
 gzip -9, zstd -19 and xz -9e on the same bytes (those installed).
@@ -113,10 +114,6 @@ func runTrain(ctx context.Context, o *train.RunOptions, quiet bool, stdout io.Wr
 			fmt.Fprintf(stdout, "interrupted at step %d: checkpoint saved in %s; continue with -resume\n", res.Loop.To, res.Checkpoint)
 		}
 		return err
-	}
-	if errors.Is(err, train.ErrNonFinite) {
-		fmt.Fprintf(stdout, "stopped: %v; the last good checkpoint (%s) is kept\n", err, filepath.Join(o.Out, train.CheckpointDir))
-		return errFailed
 	}
 	if err != nil {
 		return err

@@ -17,8 +17,9 @@ type State struct {
 	Epoch  int     `json:"epoch"`
 	Next   int     `json:"next"`
 	Seed   uint64  `json:"seed"`
-	Pairs  int     `json:"pairs"`   // training pairs: a resumed run must see the same data
-	LogTau float32 `json:"log_tau"` // the learned temperature's parameter (0 when τ is fixed)
+	Pairs  int     `json:"pairs"`                 // training pairs: a resumed run must see the same data
+	Data   string  `json:"data_sha256,omitempty"` // their train.Fingerprint
+	LogTau float32 `json:"log_tau"`               // the learned temperature's parameter (0 when τ is fixed)
 	// Options are the trainer's: a resumed run must be trained the same way.
 	Options Options `json:"options"`
 }
@@ -31,7 +32,7 @@ func (t *Trainer) Files() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := State{Step: t.Step, Epoch: t.cur.Epoch, Next: t.cur.Next, Seed: t.cur.Seed, Pairs: len(t.Data.Queries), Options: t.Opt}
+	st := State{Step: t.Step, Epoch: t.cur.Epoch, Next: t.cur.Next, Seed: t.cur.Seed, Pairs: len(t.Data.Queries), Data: t.Data.fingerprint(), Options: t.Opt}
 	if t.logTau != nil {
 		st.LogTau = t.logTau[0]
 	}
@@ -55,14 +56,17 @@ func (t *Trainer) Resume(dir string) error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("dense: resume: %s: %w", train.StateFile, err)
 	}
-	if st.Pairs != len(t.Data.Queries) {
-		return fmt.Errorf("dense: resume: %s: the checkpoint was trained on %d pairs, this data has %d", train.StateFile, st.Pairs, len(t.Data.Queries))
-	}
-	if st.Options != t.Opt {
-		return fmt.Errorf("dense: resume: %s: the checkpoint's options %+v differ from this run's %+v", train.StateFile, st.Options, t.Opt)
+	saved := train.Saved{File: filepath.Join(dir, train.StateFile), Step: st.Step, Steps: st.Options.Schedule.Total, Epoch: st.Epoch, Next: st.Next,
+		Items: st.Pairs, ItemsNow: len(t.Data.Queries), What: "training pairs", Data: st.Data, DataNow: t.Data.fingerprint(),
+		Options: st.Options, OptionsNow: t.Opt}
+	if err := saved.Check(); err != nil {
+		return fmt.Errorf("dense: resume: %w", err)
 	}
 	if err := train.ReadMoments(t.adam, t.params, filepath.Join(dir, train.OptimizerFile)); err != nil {
 		return fmt.Errorf("dense: resume: %w", err)
+	}
+	if t.adam.Step != st.Step {
+		return fmt.Errorf("dense: resume: %s holds the optimiser of step %d, %s step %d: the checkpoint is damaged", train.OptimizerFile, t.adam.Step, train.StateFile, st.Step)
 	}
 	t.Step = st.Step
 	t.cur.Seed = st.Seed
@@ -72,4 +76,13 @@ func (t *Trainer) Resume(dir string) error {
 		t.Tau = math.Exp(float64(st.LogTau))
 	}
 	return nil
+}
+
+// fingerprint is the train.Fingerprint of the pairs and their negatives,
+// computed once (the data does not change during a run).
+func (d *Data) fingerprint() string {
+	if d.print == "" {
+		d.print = train.Fingerprint(d.Queries, d.Codes, d.Negatives)
+	}
+	return d.print
 }

@@ -17,6 +17,8 @@ type Data struct {
 	Keys           []string // retrieve.CodeKey of each code
 	QueryText      []string // for masking other pairs with the same query
 	Negatives      [][]int  // per pair: indices of hard-negative codes
+
+	print string // fingerprint, once computed
 }
 
 // NewData tokenises pairs as m does (its text preparation, tokenizer and
@@ -37,15 +39,17 @@ func NewData(m *Model, pairs []retrieve.Pair, negatives [][]int) *Data {
 
 // Options configures a Trainer.
 type Options struct {
-	Batch         int            // pairs per step: B
-	HardNegatives int            // hard negatives per query used each step (at most those mined)
-	Tau           float64        // temperature, or its starting value when learned
-	LearnTau      bool           // learn log τ with the weights (τ kept ≥ 0.01)
-	Symmetric     bool           // add the code→query direction to the loss
+	Batch         int            `flag:"batch"`          // pairs per step: B
+	HardNegatives int            `flag:"hard-negatives"` // hard negatives per query used each step (at most those mined)
+	Tau           float64        `flag:"tau"`            // temperature, or its starting value when learned
+	LearnTau      bool           `flag:"learn-tau"`      // learn log τ with the weights (τ kept ≥ 0.01)
+	Symmetric     bool           `flag:"symmetric"`      // add the code→query direction to the loss
 	Schedule      train.Schedule // learning rate by step
 	Beta1, Beta2  float64
-	Eps, WD, Clip float64
-	Seed          uint64
+	Eps           float64
+	WD            float64 `flag:"wd"`
+	Clip          float64 `flag:"clip"`
+	Seed          uint64  `flag:"seed"`
 	// Chunk is the number of sequences whose activations are alive at once
 	// in the backward (GradCache: Gao et al., "Scaling Deep Contrastive
 	// Learning Batch Size under Memory Limited Setup", 2021). With Chunk > 0
@@ -54,7 +58,7 @@ type Options struct {
 	// for bit; the price is one more forward pass per sequence. Sequences
 	// are encoded one at a time, so Chunk 1 costs no more compute than a
 	// larger chunk. 0 keeps the activations of the whole step.
-	Chunk int
+	Chunk int `flag:"chunk"`
 }
 
 // Trainer trains an encoder with InfoNCE over in-batch and hard negatives.

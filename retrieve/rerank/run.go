@@ -234,7 +234,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress,
+	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: res.Reranker,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "pairs", "tokens"},
 		Step: func() (train.Record, error) {
 			s, err := tr.TrainStep()
@@ -262,6 +262,9 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		ev.Logf("resuming %s at step %d of %d", res.Reranker, tr.Step, o.Steps)
 	}
 	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
+		if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) && nf.Kept < 0 {
+			os.Remove(o.Out) // when empty: a rerun finds the folder as it was
+		}
 		return res, err
 	}
 

@@ -21,8 +21,9 @@ type State struct {
 	Epoch int    `json:"epoch"`
 	Next  int    `json:"next"`
 	Seed  uint64 `json:"seed"`
-	RNG   []byte `json:"rng"`   // the state of the generator that draws each group's negatives
-	Pairs int    `json:"pairs"` // training pairs: a resumed run must see the same data
+	RNG   []byte `json:"rng"`                   // the state of the generator that draws each group's negatives
+	Pairs int    `json:"pairs"`                 // training pairs: a resumed run must see the same data
+	Data  string `json:"data_sha256,omitempty"` // their train.Fingerprint
 	// Options are the trainer's: a resumed run must be trained the same way.
 	Options Options `json:"options"`
 }
@@ -44,7 +45,7 @@ func (t *Trainer) Files() (map[string][]byte, error) {
 		return nil, err
 	}
 	js, err := json.MarshalIndent(State{Step: t.Step, Epoch: t.cur.Epoch, Next: t.cur.Next, Seed: t.cur.Seed, RNG: rng,
-		Pairs: len(t.Data.Queries), Options: t.Opt}, "", "  ")
+		Pairs: len(t.Data.Queries), Data: t.Data.fingerprint(), Options: t.Opt}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +65,11 @@ func (t *Trainer) Resume(dir string) error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("rerank: resume: %s: %w", train.StateFile, err)
 	}
-	if st.Pairs != len(t.Data.Queries) {
-		return fmt.Errorf("rerank: resume: %s: the checkpoint was trained on %d pairs, this data has %d", train.StateFile, st.Pairs, len(t.Data.Queries))
-	}
-	if st.Options != t.Opt {
-		return fmt.Errorf("rerank: resume: %s: the checkpoint's options %+v differ from this run's %+v", train.StateFile, st.Options, t.Opt)
+	saved := train.Saved{File: filepath.Join(dir, train.StateFile), Step: st.Step, Steps: st.Options.Schedule.Total, Epoch: st.Epoch, Next: st.Next,
+		Items: st.Pairs, ItemsNow: len(t.Data.Queries), What: "training pairs", Data: st.Data, DataNow: t.Data.fingerprint(),
+		Options: st.Options, OptionsNow: t.Opt}
+	if err := saved.Check(); err != nil {
+		return fmt.Errorf("rerank: resume: %w", err)
 	}
 	n := len(t.params) - 1
 	if err := train.ReadMoments(t.adam, t.params[:n], filepath.Join(dir, train.OptimizerFile)); err != nil {
@@ -77,6 +78,9 @@ func (t *Trainer) Resume(dir string) error {
 	if err := train.ReadMoments(t.headAdam, t.params[n:], filepath.Join(dir, HeadOptimizerFile)); err != nil {
 		return fmt.Errorf("rerank: resume: %w", err)
 	}
+	if t.adam.Step != st.Step {
+		return fmt.Errorf("rerank: resume: %s holds the optimiser of step %d, %s step %d: the checkpoint is damaged", train.OptimizerFile, t.adam.Step, train.StateFile, st.Step)
+	}
 	if err := t.src.UnmarshalBinary(st.RNG); err != nil {
 		return fmt.Errorf("rerank: resume: %s: rng: %w", train.StateFile, err)
 	}
@@ -84,4 +88,13 @@ func (t *Trainer) Resume(dir string) error {
 	t.cur.Seed = st.Seed
 	t.cur.Restore(st.Epoch, st.Next)
 	return nil
+}
+
+// fingerprint is the train.Fingerprint of the pairs and their negatives,
+// computed once (the data does not change during a run).
+func (d *Data) fingerprint() string {
+	if d.print == "" {
+		d.print = train.Fingerprint(d.Queries, d.Codes, d.Negatives)
+	}
+	return d.print
 }

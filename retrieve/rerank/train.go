@@ -16,6 +16,8 @@ import (
 type Data struct {
 	Queries, Codes [][]int // token ids, truncated
 	Negatives      [][]int // per pair: indices of hard-negative codes
+
+	print string // fingerprint, once computed
 }
 
 // NewData tokenises pairs as m does and attaches the negatives.
@@ -89,13 +91,15 @@ func Merge(lists ...[][]int) [][]int {
 
 // Options configures a Trainer.
 type Options struct {
-	Groups        int            // queries per step: G
-	Candidates    int            // sequences per group: the positive and Candidates−1 negatives (K)
-	Schedule      train.Schedule // learning rate by step
-	HeadLRScale   float64        // the score head's learning rate over the encoder's (1 when 0): a new head learns faster than pretrained blocks
-	Beta1, Beta2  float64
-	Eps, WD, Clip float64
-	Seed          uint64
+	Groups       int            `flag:"groups"`     // queries per step: G
+	Candidates   int            `flag:"candidates"` // sequences per group: the positive and Candidates−1 negatives (K)
+	Schedule     train.Schedule // learning rate by step
+	HeadLRScale  float64        `flag:"head-lr-scale"` // the score head's learning rate over the encoder's (1 when 0): a new head learns faster than pretrained blocks
+	Beta1, Beta2 float64
+	Eps          float64
+	WD           float64 `flag:"wd"`
+	Clip         float64 `flag:"clip"`
+	Seed         uint64  `flag:"seed"`
 }
 
 // Trainer trains a cross-encoder with the listwise loss of
