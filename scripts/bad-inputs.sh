@@ -108,6 +108,19 @@ mkdir -p "$work/empty"
 expect 1 'no usable Go file' -- train -src "$work/empty" -out "$work/r-empty" -quiet
 expect 1 'no such file' -- train -src "$work/missing" -out "$work/r-missing" -quiet
 
+echo "== one writer per folder, the truth about a run"
+"$bin" train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-lock" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 50); do [ -e "$work/run-lock/heldout.txt" ] && break; sleep 0.1; done
+expect 1 "being written by another attnlab process \(pid $first\)" -- train $tiny -steps 4 -out "$work/run-lock"
+expect 1 "being written by another attnlab process \(pid $first\)" -- train $tiny -steps 4 -force -out "$work/run-lock"
+kill -TERM $first; wait $first
+expect 1 'the run was trained with other options \(-steps 4 \(now 6\)\)' -- train $tiny -steps 6 -resume -out "$work/run"
+expect 1 'no checkpoint had been saved, so nothing of the run is kept' -- train $tiny -steps 10 -lr 1e30 -out "$work/run-nan"
+[ -e "$work/run-nan" ] && { echo "FAIL a run that kept nothing left its folder"; fails=$((fails + 1)); } || echo "ok   a run that kept nothing left no folder"
+expect 1 'the last good checkpoint, step 1, is kept' -- train $tiny -steps 10 -lr 1e30 -ckpt-every 1 -out "$work/run-nan"
+expect 2 '-out is empty' -- train $tiny -steps 2 -out ""
+
 echo "== the oracle never overwrites"
 python3 - "$work/in.safetensors" <<'PY' 2>/dev/null || printf '\x10\x00\x00\x00\x00\x00\x00\x00{"q":' >"$work/in.safetensors"
 import json, struct, sys
@@ -123,6 +136,23 @@ expect 2 'input' -- ref -op attention -in "$work/in.safetensors" -out "$work/in.
 cmp -s "$work/in.safetensors" "$work/in.copy" && echo "ok   ref input unchanged" || { echo "FAIL ref overwrote its input"; fails=$((fails + 1)); }
 expect 0 '' -- ref -op attention -in "$work/in.safetensors" -out "$work/out.safetensors"
 expect 2 'exists.*-force' -- ref -op attention -in "$work/in.safetensors" -out "$work/out.safetensors"
+ln -s "$work/in.safetensors" "$work/in-link.safetensors"
+expect 2 'would overwrite the input' -- ref -op attention -in "$work/in-link.safetensors" -out "$work/in.safetensors" -force
+cmp -s "$work/in.safetensors" "$work/in.copy" && echo "ok   ref input unchanged through a link" || { echo "FAIL ref overwrote its input through a link"; fails=$((fails + 1)); }
+# the checkpoint a decoder input names is an input too
+python3 - "$work/dec.safetensors" <<'PY' 2>/dev/null
+import json, struct, sys
+h = {"__metadata__": {"checkpoint": "run/checkpoint"}, "tokens": {"dtype": "I64", "shape": [1, 2], "data_offsets": [0, 16]}}
+b = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(b)) + b + struct.pack("<2q", 1, 2))
+PY
+snapshot "$work/run"
+expect 2 'would overwrite the input .*run/checkpoint' -- ref -op decoder -in "$work/dec.safetensors" -out "$work/run/checkpoint/model.safetensors" -force
+unchanged "$work/run"
+# a held-out list over a source file it reads
+cp "$src/alpha/alpha.go" "$work/alpha.copy"
+expect 2 'would overwrite the input' -- corpus stats -std=false -dir "$src" -list-heldout "$src/alpha/alpha.go" -force
+cmp -s "$src/alpha/alpha.go" "$work/alpha.copy" && echo "ok   a source file unchanged" || { echo "FAIL corpus stats overwrote a source file"; fails=$((fails + 1)); }
 
 echo "== retrieval"
 expect 0 '' -- retriever data -src "$src" -out "$work/retr" -quiet
@@ -138,6 +168,9 @@ expect 0 '' -- search -index "$work/rrun/index" twice x -k 1
 snapshot "$work/retr"
 expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr/train.jsonl"
 expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr"
+ln -s "$work/retr" "$work/retr-link"
+expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr-link" -force
+expect 2 'input' -- retriever eval -data "$work/retr-link/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr" -force
 unchanged "$work/retr"
 
 echo "== interrupts"
@@ -146,6 +179,19 @@ interrupt TERM 143 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
 interrupt INT 130 0.5 -- lab
 interrupt TERM 143 1 -- train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-int"
 [ -f "$work/run-int/checkpoint/model.safetensors" ] && echo "ok   SIGTERM saved the run" || { echo "FAIL SIGTERM saved nothing"; fails=$((fails + 1)); }
+# SIGTERM twice, as timeout and container runtimes may send it: still saved
+for gap in 0.001 0.02 0.2; do
+  "$bin" train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-twice-$gap" >/dev/null 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 50); do [ -e "$work/run-twice-$gap/heldout.txt" ] && break; sleep 0.1; done
+  sleep 0.3
+  kill -TERM $pid; sleep $gap; kill -TERM $pid 2>/dev/null; wait $pid; code=$?
+  if [ $code = 143 ] && [ -f "$work/run-twice-$gap/checkpoint/trainer_state.json" ]; then
+    echo "ok   SIGTERM twice ($gap s apart) -> 143, the run saved"
+  else
+    echo "FAIL SIGTERM twice ($gap s apart) -> exit $code, checkpoint: $(ls "$work/run-twice-$gap" 2>&1 | tr '\n' ' ')"; fails=$((fails + 1))
+  fi
+done
 
 echo
 if [ $fails -gt 0 ]; then echo "$fails case(s) failed"; exit 1; fi

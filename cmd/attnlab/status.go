@@ -54,7 +54,7 @@ func exitStatus(ctx context.Context, c *command, err error, stderr io.Writer) in
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &ue), errors.Is(err, output.ErrExists), errors.Is(err, output.ErrInput):
+	case errors.As(err, &ue), errors.Is(err, output.ErrExists), errors.Is(err, output.ErrInput), errors.Is(err, output.ErrNoPath):
 		fmt.Fprintf(stderr, "attnlab %s: %v\nrun \"attnlab %s -h\" for usage\n", c.fullName(), err, c.fullName())
 		return 2
 	case errors.Is(err, errFailed):

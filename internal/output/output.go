@@ -40,6 +40,9 @@ var ErrExists = errors.New("exists")
 // the command's inputs.
 var ErrInput = errors.New("is an input")
 
+// ErrNoPath is wrapped by the error for an empty path: a usage error.
+var ErrNoPath = errors.New("no path")
+
 // ErrLocked is wrapped by the error for a target another process is
 // writing.
 var ErrLocked = atomicfile.ErrLocked
@@ -188,7 +191,7 @@ func (t Target) named() error {
 		if flag == "" {
 			flag = "the output"
 		}
-		return fmt.Errorf("%s is empty: name a path to write", flag)
+		return refusal{fmt.Sprintf("%s is empty: name a path to write", flag), ErrNoPath}
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ func TestFileRefusesAnExistingResult(t *testing.T) {
 	}
 	for _, p := range []string{"", "  "} {
 		_, err := Target{Path: p, Flag: "-out"}.ClaimFile()
-		if err == nil || err.Error() != "-out is empty: name a path to write" {
+		if err == nil || err.Error() != "-out is empty: name a path to write" || !errors.Is(err, ErrNoPath) {
 			t.Errorf("empty -out: %v", err)
 		}
 		_, err = Target{Path: p}.ClaimDir()
