@@ -103,24 +103,21 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	})
 }
 
-// createTemp creates and locks a new temporary file for base in dir.
+// createTemp creates and locks a new temporary file for base in dir (its
+// 48 random bits make a clash of names as good as impossible; O_EXCL
+// makes one an error, never a shared file).
 func createTemp(dir, base string) (*os.File, error) {
-	for try := 0; ; try++ {
-		name := filepath.Join(dir, tempName(base, kindFile, newID()))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) && try < 100 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := lockFile(f, true); err != nil {
-			f.Close()
-			os.Remove(name)
-			return nil, err
-		}
-		return f, nil
+	name := filepath.Join(dir, tempName(base, kindFile, newID()))
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
 	}
+	if err := lockFile(f, true); err != nil {
+		f.Close()
+		os.Remove(name)
+		return nil, err
+	}
+	return f, nil
 }
 
 // ReplaceDir builds the folder dir whole: fill writes its contents into a
@@ -219,14 +216,15 @@ func writeMark(path, replaces string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "%s %d %s\n", markMagic, time.Now().UnixNano(), replaces)
-	if err == nil {
-		err = f.Sync()
+	if _, err := fmt.Fprintf(f, "%s %d %s\n", markMagic, time.Now().UnixNano(), replaces); err != nil {
+		f.Close()
+		return err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
 	}
-	return err
+	return f.Close()
 }
 
 // markMagic begins the mark of a complete temporary folder.

@@ -222,23 +222,91 @@ func TestReplaceDir(t *testing.T) {
 	}
 }
 
+// hookAt sets TestHook to call f at step at, for the rest of the test.
+func hookAt(t *testing.T, at string, f func()) {
+	TestHook = func(s string) {
+		if s == at {
+			f()
+		}
+	}
+	t.Cleanup(func() { TestHook = nil })
+}
+
+// beside returns the temporaries of kind beside dir.
+func beside(t *testing.T, dir, kind string) []string {
+	var ps []string
+	for _, n := range names(t, filepath.Dir(dir)) {
+		if tp, ok := parseTemp(n); ok && tp.kind == kind {
+			ps = append(ps, filepath.Join(filepath.Dir(dir), n))
+		}
+	}
+	return ps
+}
+
 func TestReplaceDirFailedRenamePutsTheOldBack(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "ckpt")
 	if err := ReplaceDir(dir, fillWith("one")); err != nil {
 		t.Fatal(err)
 	}
-	// a fill that leaves a file at dir's temporary... cannot make the
-	// rename fail portably; a fill that removes its own folder can
-	err := ReplaceDir(dir, func(tmp string) error { return os.RemoveAll(tmp) })
-	if err == nil {
-		t.Fatal("a swap of a vanished folder: no error")
+	// the new copy vanishes once the old one is aside: the rename in fails
+	hookAt(t, "dir:aside", func() {
+		for _, p := range beside(t, dir, kindNew) {
+			os.RemoveAll(p)
+		}
+	})
+	if err := ReplaceDir(dir, fillWith("two")); err == nil || !strings.Contains(err.Error(), "write "+dir+":") {
+		t.Fatalf("a swap whose new copy vanished: %v", err)
 	}
 	if got := contentOf(t, dir); got != "one" {
 		t.Errorf("after a failed swap: %q, want the old %q", got, "one")
 	}
 	if ns := names(t, parent); !slices.Equal(ns, []string{"ckpt"}) {
 		t.Errorf("beside the directory: %v, want nothing left over", ns)
+	}
+}
+
+// TestReplaceDirHoldsItsCopies: during a swap both the new copy and the
+// old one are locked, so that a Recover in another process leaves them.
+func TestReplaceDirHoldsItsCopies(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "ckpt")
+	if err := ReplaceDir(dir, fillWith("one")); err != nil {
+		t.Fatal(err)
+	}
+	checked := false
+	hookAt(t, "dir:aside", func() {
+		olds, news := beside(t, dir, kindOld), beside(t, dir, kindNew)
+		if len(olds) != 1 || len(news) != 1 || !inUse(olds[0]) || !inUse(news[0]) {
+			t.Errorf("during the swap: old %v, new %v, want both in use", olds, news)
+		}
+		checked = true
+	})
+	if err := ReplaceDir(dir, fillWith("two")); err != nil || !checked {
+		t.Fatalf("swap: %v (checked %v)", err, checked)
+	}
+}
+
+func TestReadMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mark")
+	for _, c := range []struct {
+		text string
+		ok   bool
+	}{
+		{markMagic + " 123 4:5\n", true},
+		{"other-magic 123 4:5\n", false}, // parses, another magic
+		{markMagic + " x 4:5\n", false},  // the magic, no time
+		{markMagic + " 123\n", false},    // no identity
+		{"", false},
+	} {
+		os.WriteFile(path, []byte(c.text), 0o644)
+		when, replaces, err := readMark(path)
+		if (err == nil) != c.ok || c.ok && (when != 123 || replaces != "4:5") {
+			t.Errorf("%q: %d, %q, %v", c.text, when, replaces, err)
+		}
+	}
+	if _, _, err := readMark(path + "x"); err == nil {
+		t.Error("a missing mark: no error")
 	}
 }
 
@@ -325,8 +393,10 @@ func TestRecoverLeavesWhatIsNotOurs(t *testing.T) {
 		}
 	}
 	// RecoverIn tidies every file's temporaries, and only those
+	other2 := filepath.Join(parent, tempName("zzz", kindFile, newID()))
+	os.WriteFile(other2, nil, 0o644)
 	did, err = RecoverIn(parent)
-	if err != nil || len(did) != 1 || !strings.Contains(did[0], other) {
+	if err != nil || len(did) != 2 || !strings.Contains(strings.Join(did, " "), other) || !strings.Contains(strings.Join(did, " "), other2) {
 		t.Errorf("RecoverIn: %q, %v", did, err)
 	}
 	if ns := names(t, parent); len(ns) != len(user)+1 {
@@ -522,6 +592,66 @@ func TestRecoverPicksTheNewestOfSeveral(t *testing.T) {
 	}
 }
 
+// complete makes a complete new copy of dir with the given id, content
+// and completion time, as a swap killed after its mark leaves it.
+func complete(t *testing.T, dir, id, content string, when int64) {
+	parent, base := split(dir)
+	p := filepath.Join(parent, tempName(base, kindNew, id))
+	os.Mkdir(p, 0o755)
+	fillWith(content)(p)
+	os.WriteFile(filepath.Join(parent, tempName(base, kindDone, id)), []byte(fmt.Sprintf("%s %d none\n", markMagic, when)), 0o644)
+}
+
+// aside makes an old copy of dir with the given id, content and time.
+func aside(t *testing.T, dir, id, content string, when time.Time) {
+	parent, base := split(dir)
+	p := filepath.Join(parent, tempName(base, kindOld, id))
+	os.Mkdir(p, 0o755)
+	fillWith(content)(p)
+	os.Chtimes(p, when, when)
+}
+
+// TestRecoverOrdersCopies: the newest copy wins whatever the order of the
+// names (the folder lists them by id), and a tie goes to the larger id.
+func TestRecoverOrdersCopies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	complete(t, dir, "000000000001", "newest", 300)
+	complete(t, dir, "000000000002", "older", 200)
+	complete(t, dir, "000000000003", "oldest", 100)
+	if _, err := Recover(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, dir); got != "newest" {
+		t.Errorf("%q, want the newest", got)
+	}
+	dir = filepath.Join(t.TempDir(), "ckpt")
+	complete(t, dir, "000000000002", "larger id", 100)
+	complete(t, dir, "000000000001", "smaller id", 100)
+	complete(t, dir, "000000000003", "older", 50)
+	Recover(dir)
+	if got := contentOf(t, dir); got != "larger id" {
+		t.Errorf("%q, want the tie to the larger id", got)
+	}
+	// old copies, by their time
+	base := time.Now().Add(-time.Hour)
+	dir = filepath.Join(t.TempDir(), "ckpt")
+	aside(t, dir, "000000000001", "newest", base.Add(3*time.Minute))
+	aside(t, dir, "000000000002", "older", base.Add(2*time.Minute))
+	aside(t, dir, "000000000003", "oldest", base)
+	Recover(dir)
+	if got := contentOf(t, dir); got != "newest" {
+		t.Errorf("old copies: %q, want the newest", got)
+	}
+	dir = filepath.Join(t.TempDir(), "ckpt")
+	aside(t, dir, "000000000002", "larger id", base)
+	aside(t, dir, "000000000001", "smaller id", base)
+	aside(t, dir, "000000000003", "older", base.Add(-time.Minute))
+	Recover(dir)
+	if got := contentOf(t, dir); got != "larger id" {
+		t.Errorf("old copies: %q, want the tie to the larger id", got)
+	}
+}
+
 func TestRecoverLeavesAWriteInProgress(t *testing.T) {
 	parent := t.TempDir()
 	path := filepath.Join(parent, "f")
@@ -623,6 +753,25 @@ func TestLock(t *testing.T) {
 		t.Fatalf("after the holder was killed: %v", err)
 	}
 	l.Unlock()
+
+	// the holder before us releases (removes the file) between our open
+	// and our flock: we must not keep a lock on a file no one can find
+	once := false
+	hookAt(t, "lock:opened", func() {
+		if !once {
+			once = true
+			os.Remove(filepath.Join(parent, lockName("run")))
+		}
+	})
+	l, err = Lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, lockName("run"))); err != nil || !once {
+		t.Errorf("the lock taken after a release in between has no file: %v", err)
+	}
+	l.Unlock()
+	TestHook = nil
 
 	if _, err := Lock(filepath.Join(parent, "missing", "x")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("lock in a missing folder: %v", err)

@@ -70,6 +70,7 @@ func Lock(path string) (*PathLock, error) {
 		if err != nil {
 			return nil, pathError("lock", path, err)
 		}
+		step("lock:opened")
 		if err := lockFile(f, false); err != nil {
 			pid := readPID(f)
 			f.Close()
@@ -130,7 +131,7 @@ func lockName(base string) string {
 func parseLockName(name string) (string, bool) {
 	const mid = ".attnlab-lock-"
 	i := strings.LastIndex(name, mid)
-	if i < 1 || name[0] != '.' {
+	if i <= 0 {
 		return "", false
 	}
 	base := name[1:i]

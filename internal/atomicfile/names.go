@@ -50,9 +50,10 @@ func parseTemp(name string) (t temp, ok bool) {
 	if !strings.HasPrefix(name, ".") {
 		return t, false
 	}
+	// the infix's own dot is not the kind's: a valid kind puts dot past it
 	dot := strings.LastIndexByte(name, '.')
 	i := strings.LastIndex(name, infix)
-	if i < 1 || dot < i+len(infix) {
+	if i <= 0 {
 		return t, false
 	}
 	t = temp{name: name, base: name[1:i], kind: name[dot+1:]}

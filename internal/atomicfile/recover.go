@@ -88,7 +88,12 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 		}
 	}
 	var did []string
+	gone := map[string]bool{}
 	remove := func(t temp, why string) error {
+		if gone[t.name] {
+			return nil
+		}
+		gone[t.name] = true
 		if err := os.RemoveAll(filepath.Join(parent, t.name)); err != nil {
 			return fmt.Errorf("remove %s: %w", filepath.Join(parent, t.name), err)
 		}
@@ -111,7 +116,7 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 			continue
 		}
 		when, replaces, err := readMark(filepath.Join(parent, m.name))
-		if err == nil && (best.name == "" || when > bestTime) {
+		if err == nil && (best.name == "" || when > bestTime || when == bestTime && t.id > best.id) {
 			best, bestTime, bestReplaces = t, when, replaces
 		}
 	}
@@ -150,8 +155,12 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 			if t.kind != kindOld {
 				continue
 			}
-			if fi, err := os.Lstat(filepath.Join(parent, t.name)); err == nil && (back.name == "" || fi.ModTime().UnixNano() > backTime) {
-				back, backTime = t, fi.ModTime().UnixNano()
+			fi, err := os.Lstat(filepath.Join(parent, t.name))
+			if err != nil {
+				continue
+			}
+			if when := fi.ModTime().UnixNano(); back.name == "" || when > backTime || when == backTime && t.id > back.id {
+				back, backTime = t, when
 			}
 		}
 		if back.name != "" {
@@ -163,12 +172,14 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 			ts = slices.DeleteFunc(ts, func(t temp) bool { return t.name == back.name })
 		}
 	}
-	// what is left: marks first, so no folder is ever left marked without
-	// being whole
-	slices.SortStableFunc(ts, func(a, b temp) int {
-		return boolInt(b.kind == kindDone) - boolInt(a.kind == kindDone)
-	})
+	// what is left goes; a copy's mark before the copy, so that a kill in
+	// the middle of its removal never leaves half a copy marked complete
 	for _, t := range ts {
+		if m, ok := marks[t.id]; ok && t.kind == kindNew {
+			if err := remove(m, "the mark of a copy no longer there"); err != nil {
+				return did, err
+			}
+		}
 		why := map[string]string{
 			kindFile: "an interrupted write",
 			kindNew:  "an unfinished or superseded copy",
@@ -180,13 +191,6 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 		}
 	}
 	return did, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // inUse reports whether a process holds the lock of the temporary file or
