@@ -804,3 +804,38 @@ func TestWaitSaves(t *testing.T) {
 		t.Errorf("%d saves in progress, want 0", SavesInProgress())
 	}
 }
+
+// TestNothingLeftOpen: writes, swaps, locks and recoveries close every
+// file they open (a leaked one would hold its lock until collected).
+func TestNothingLeftOpen(t *testing.T) {
+	open := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd here")
+		}
+		return len(entries)
+	}
+	parent := t.TempDir()
+	dir, file := filepath.Join(parent, "ckpt"), filepath.Join(parent, "f")
+	before := open()
+	for range 3 {
+		if err := ReplaceDir(dir, fillWith("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteFile(file, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Lock(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Unlock()
+		complete(t, dir, newID(), "y", time.Now().UnixNano())
+		if _, err := Recover(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := open(); after != before {
+		t.Errorf("%d files open before, %d after", before, after)
+	}
+}

@@ -19,9 +19,10 @@ func lockFile(f *os.File, wait bool) error {
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), how)
-		switch {
-		case err == nil:
+		if err == nil {
 			return nil
+		}
+		switch {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case errors.Is(err, syscall.EWOULDBLOCK):

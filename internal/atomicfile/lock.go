@@ -81,9 +81,10 @@ func Lock(path string) (*PathLock, error) {
 		}
 		// the holder before us may have removed the file between our open
 		// and our lock: then we locked a file no one else can find
-		fi, err1 := f.Stat()
-		cur, err2 := os.Stat(name)
-		if err1 != nil || err2 != nil || !os.SameFile(fi, cur) {
+		// (SameFile is false when the path is gone: cur is nil)
+		fi, err := f.Stat()
+		cur, _ := os.Stat(name)
+		if err != nil || !os.SameFile(fi, cur) {
 			f.Close()
 			continue
 		}

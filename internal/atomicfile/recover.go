@@ -106,7 +106,8 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 			marks[t.id] = t
 		}
 	}
-	// the newest complete new folder, if any
+	// the newest complete new folder, if any (ReadDir lists by name, so
+	// among copies of one time the last, of the largest id, wins)
 	var best temp
 	var bestTime int64
 	var bestReplaces string
@@ -116,7 +117,7 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 			continue
 		}
 		when, replaces, err := readMark(filepath.Join(parent, m.name))
-		if err == nil && (best.name == "" || when > bestTime || when == bestTime && t.id > best.id) {
+		if err == nil && (best.name == "" || when >= bestTime) {
 			best, bestTime, bestReplaces = t, when, replaces
 		}
 	}
@@ -125,8 +126,7 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 	if curErr != nil && !missing {
 		return nil, fmt.Errorf("recover %s: %w", path, curErr)
 	}
-	switch {
-	case best.name != "" && (missing || identity(cur) == bestReplaces):
+	if best.name != "" && (missing || identity(cur) == bestReplaces) {
 		// the swap had begun: finish it
 		if !missing {
 			aside := filepath.Join(parent, tempName(base, kindOld, newID()))
@@ -147,7 +147,7 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 		}
 		step("recover:unmarked")
 		ts = slices.DeleteFunc(ts, func(t temp) bool { return t.id == best.id })
-	case missing:
+	} else if missing {
 		// no complete new copy: the newest copy moved aside goes back
 		var back temp
 		var backTime int64
@@ -159,7 +159,7 @@ func recoverBase(parent, base string, ts []temp) ([]string, error) {
 			if err != nil {
 				continue
 			}
-			if when := fi.ModTime().UnixNano(); back.name == "" || when > backTime || when == backTime && t.id > back.id {
+			if when := fi.ModTime().UnixNano(); back.name == "" || when >= backTime {
 				back, backTime = t, when
 			}
 		}

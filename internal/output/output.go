@@ -226,7 +226,7 @@ func (t Target) inputs() error {
 	if err != nil {
 		return err
 	}
-	outInfo, outErr := os.Stat(t.Path)
+	outInfo, outErr := os.Stat(t.Path) // outInfo nil when missing: SameFile is then false
 	outExists := outErr == nil
 	for _, in := range t.Inputs {
 		if in == "" {
@@ -237,13 +237,13 @@ func (t Target) inputs() error {
 			return err
 		}
 		inInfo, inErr := os.Stat(in)
-		clash := outExists && inErr == nil && os.SameFile(outInfo, inInfo)
+		clash := os.SameFile(outInfo, inInfo)
 		for _, o := range outs {
 			for _, i := range ins {
-				switch {
-				case o == i, within(i, o): // the input itself, or inside the output
+				if o == i || within(i, o) { // the input itself, or inside the output
 					clash = true
-				case within(o, i) && outExists && inErr == nil && inInfo.IsDir(): // would replace part of an input folder
+				}
+				if outExists && inErr == nil && inInfo.IsDir() && within(o, i) { // would replace part of an input folder
 					clash = true
 				}
 			}

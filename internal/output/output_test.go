@@ -136,6 +136,8 @@ func TestNeverOverAnInput(t *testing.T) {
 	must(t, c, err, "a file beside the input")
 	c, err = File(filepath.Join(dir, "other"), true, "", in+"x")
 	must(t, c, err, "an empty or missing input")
+	c, err = File(in, true, "", in)
+	mustNot(t, c, err, ErrInput, "the input after an empty one")
 
 	// through symbolic links: a link to the input, a link to its folder as
 	// the output folder, the input named through a linked folder
