@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 )
 
 // Card values.
@@ -11,7 +13,12 @@ const (
 	AlignPosition    = "position"     // attnlab's rule: logical positions decide (DESIGN §2)
 	AlignBottomRight = "bottom-right" // the last query aligned with the last key by index
 	AlignTopLeft     = "top-left"     // the first query aligned with the first key: tril(ones(M, N))
-	AlignOther       = "other"
+	AlignOther       = "other"        // measured, and matching no rule
+
+	// NA is a card field that could not be measured: the implementation
+	// cannot be asked (no cache, no causal flag, no float32); the reason
+	// is in Card.NotMeasured.
+	NA = "n/a"
 
 	EmptyError   = "error"
 	EmptyZero    = "zero"
@@ -24,13 +31,32 @@ const (
 	GQAUnsupported = "unsupported"
 
 	ScaleInvSqrtD = "1/sqrt(D)"
+	ScaleInvD     = "1/D" // scaled twice: (q/√D)·(k/√D)
+	ScaleOne      = "1"
+
+	WindowW     = "W"   // a window of W sees W keys, the current one included (DESIGN §2, HF, llama.cpp)
+	WindowWPlus = "W+1" // W keys before the current one, and it
+
+	OK = "ok"
 )
+
+// Places of an empty row in Card.EmptyRowAt.
+var EmptyRowPlaces = []string{"first", "middle", "last", "leading"}
 
 // Card is the semantics of an implementation, as measured.
 type Card struct {
 	CausalMLtN string `json:"causal_m_lt_n"` // a chunk of M queries after a cache, M < N
 	CausalMGtN string `json:"causal_m_gt_n"` // more queries than keys
-	EmptyRow   string `json:"empty_row"`     // what a valid query with no visible key gets
+	// CausalM1 is one query after a cache (decode, M = 1): the position
+	// rule lets it see every key, as bottom-right does; top-left lets it
+	// see the first. Some implementations switch the mask off at M = 1
+	// only: right for decode, wrong for a longer chunk.
+	CausalM1 string `json:"causal_m_1"`
+	EmptyRow string `json:"empty_row"` // what a valid query with no visible key gets
+	// EmptyRowAt is what such a row gets as the first, a middle or the
+	// last row, and in a leading block of rows: kernels that handle one
+	// place and not another exist.
+	EmptyRowAt map[string]string `json:"empty_row_at,omitempty"`
 	// EmptyRowBackwardConsistent says whether the backward on such a row is
 	// the derivative of the forward there (finite differences of the
 	// implementation's own forward); null without gradients or when the
@@ -39,28 +65,52 @@ type Card struct {
 	PaddingRows                string `json:"padding_rows"` // what a padding query gets: zero, nan, other, unsupported
 	GQA                        string `json:"gqa"`
 	Scale                      string `json:"scale"` // the default scale
+	// WindowKeys is how many keys a sliding window of W lets a query see.
+	WindowKeys string `json:"window_keys"`
+	// ExtremeLogits is "ok" when scores shifted by −1e4 and −1e5 (every
+	// visible score of a row very negative), at 65, 129 and 257 keys (just
+	// past tile sizes), give the reference's output and gradients; else
+	// what went wrong.
+	ExtremeLogits string `json:"extreme_logits"`
+	// CacheLayouts: a static cache with empty trailing slots, a left-padded
+	// cache, and keys in another order than their positions (a paged
+	// cache's view), each "ok" or what differs from the reference.
+	CacheLayouts map[string]string `json:"cache_layouts,omitempty"`
 	// Float32ErrorRatio is the implementation's float32 error against
 	// attnlab's float64 reference, over that of a plain float32
 	// implementation (attnlab's reference: scores, softmax and product
 	// materialised) on the same inputs: root mean square error of the
-	// output, B=1, H=4, M=N=128, D=64, N(0,1) inputs; null without float32.
+	// output, B=1, H=4, M=N=128, D=64, N(0,1) inputs; null when not
+	// measured.
 	Float32ErrorRatio *float64 `json:"float32_error_ratio"`
-	Notes             []string `json:"notes,omitempty"`
+	// NotMeasured gives, for each field that says n/a (or is null), why.
+	NotMeasured map[string]string `json:"not_measured,omitempty"`
+	Notes       []string          `json:"notes,omitempty"`
 }
 
 func (card *Card) notef(format string, args ...any) {
 	card.Notes = append(card.Notes, fmt.Sprintf(format, args...))
 }
 
+// na records why field could not be measured and returns NA.
+func (card *Card) na(field, format string, args ...any) string {
+	if card.NotMeasured == nil {
+		card.NotMeasured = map[string]string{}
+	}
+	card.NotMeasured[field] = fmt.Sprintf(format, args...)
+	return NA
+}
+
 // prober asks an implementation for plain forward passes.
 type prober struct {
 	impl  Implementation
 	caps  Capabilities
+	card  *Card
 	dtype string // the most precise dtype it has
 }
 
-func newProber(impl Implementation) *prober {
-	p := &prober{impl: impl, caps: impl.Capabilities(), dtype: "float64"}
+func newProber(impl Implementation, card *Card) *prober {
+	p := &prober{impl: impl, caps: impl.Capabilities(), card: card, dtype: "float64"}
 	if !p.caps.HasDType("float64") {
 		p.dtype = "float32"
 	}
@@ -73,6 +123,21 @@ func (p *prober) tol() float64 {
 		return 1e-5
 	}
 	return 1e-10
+}
+
+// agreeTol is the largest error, relative to the largest value, of an
+// answer that agrees with the reference.
+func (p *prober) agreeTol() float64 {
+	if p.dtype == "float32" {
+		return 1e-4
+	}
+	return 1e-9
+}
+
+// capabilityRefused is the failure of an adapter that refuses what it
+// declares.
+func (p *prober) capabilityRefused(what, answer string) error {
+	return &Error{Adapter: p.caps.Name, Request: what, Err: fmt.Errorf("it declares %s, then refused it: %s", what, answer)}
 }
 
 // randomRequest returns a request of the given sizes with N(0,1) inputs.
@@ -95,6 +160,35 @@ func (p *prober) forward(r *Request) (*Response, error) {
 	q := *r
 	q.DO, q.DType = nil, p.dtype
 	return p.impl.Attention(&q)
+}
+
+// explicit sets the scale of r to 1/√D when the implementation takes a
+// scale, so that a probe does not depend on its default.
+func (p *prober) explicit(r *Request) *Request {
+	if p.caps.Scale {
+		r.Scale = 1 / math.Sqrt(float64(r.D))
+	}
+	return r
+}
+
+// refScale is the scale the implementation applies to r: r's own, or its
+// measured default; 0 when that default is not one conform knows.
+func (p *prober) refScale(r *Request) float64 {
+	if r.Scale != 0 {
+		return r.Scale
+	}
+	return defaultScale(p.card, r.D)
+}
+
+// reference is attnlab's float64 answer to r at the scale the
+// implementation applies, with gradients when withGrads.
+func (p *prober) reference(r *Request, withGrads bool) (*Response, error) {
+	q := *r
+	q.DType, q.Scale = "float64", p.refScale(r)
+	if !withGrads {
+		q.DO = nil
+	}
+	return Reference().Attention(&q)
 }
 
 // visibility probes which keys each query row reads (B = 1, one head): it
@@ -137,11 +231,24 @@ func (p *prober) visibility(r *Request) ([][]bool, string, error) {
 }
 
 // alignment names the pattern of vis: which causal convention sees
-// exactly these keys (rows that see nothing under bottom-right excepted,
-// when skipEmpty).
+// exactly these keys. At M > N the first M − N rows see no key under the
+// position rule and bottom-right: rows that see every key or none there
+// are empty rows (what those get is the card's empty-row field), not a
+// sign of another alignment.
 func alignment(vis [][]bool, M, N int) string {
-	match := func(rule func(i, j int) bool) bool {
+	all := func(row []bool, v bool) bool {
+		for _, x := range row {
+			if x != v {
+				return false
+			}
+		}
+		return true
+	}
+	match := func(rule func(i, j int) bool, emptyRows bool) bool {
 		for i := range M {
+			if emptyRows && i < M-N && (all(vis[i], true) || all(vis[i], false)) {
+				continue
+			}
 			for j := range N {
 				if vis[i][j] != rule(i, j) {
 					return false
@@ -151,26 +258,33 @@ func alignment(vis [][]bool, M, N int) string {
 		return true
 	}
 	switch {
-	case match(func(i, j int) bool { return j <= i+N-M }):
+	case match(func(i, j int) bool { return j <= i+N-M }, true):
 		return AlignBottomRight
-	case match(func(i, j int) bool { return j <= i }):
+	case match(func(i, j int) bool { return j <= i }, false):
 		return AlignTopLeft
 	}
 	return AlignOther
 }
 
-// measureCard measures the card of impl.
+// measureCard measures the card of impl. An error is the adapter's
+// failure, or a capability it declares and then refuses.
 func measureCard(impl Implementation) (*Card, error) {
-	p := newProber(impl)
 	card := &Card{}
+	p := newProber(impl, card)
 	var err error
-	if card.CausalMLtN, err = p.causal(card, 3, 7); err != nil {
+	if card.Scale, err = p.scale(); err != nil {
 		return nil, err
 	}
-	if card.CausalMGtN, err = p.causal(card, 6, 3); err != nil {
+	if card.CausalMLtN, err = p.causal("causal_m_lt_n", 3, 7); err != nil {
 		return nil, err
 	}
-	if err := p.emptyRow(card); err != nil {
+	if card.CausalMGtN, err = p.causal("causal_m_gt_n", 6, 3); err != nil {
+		return nil, err
+	}
+	if card.CausalM1, err = p.causal("causal_m_1", 1, 5); err != nil {
+		return nil, err
+	}
+	if err := p.emptyRow(); err != nil {
 		return nil, err
 	}
 	if card.PaddingRows, err = p.padding(); err != nil {
@@ -179,7 +293,13 @@ func measureCard(impl Implementation) (*Card, error) {
 	if card.GQA, err = p.gqa(); err != nil {
 		return nil, err
 	}
-	if card.Scale, err = p.scale(); err != nil {
+	if card.WindowKeys, err = p.window(); err != nil {
+		return nil, err
+	}
+	if card.ExtremeLogits, err = p.extremeLogits(); err != nil {
+		return nil, err
+	}
+	if card.CacheLayouts, err = p.cacheLayouts(); err != nil {
 		return nil, err
 	}
 	if card.Float32ErrorRatio, err = p.float32Ratio(); err != nil {
@@ -190,16 +310,15 @@ func measureCard(impl Implementation) (*Card, error) {
 
 // causal finds where the causal flag puts the diagonal for M queries
 // against N keys. An implementation that takes positions is asked the
-// position question too: with a left-padded cache (empty slots the
-// positions skip), does it follow the positions or the slots?
-func (p *prober) causal(card *Card, M, N int) (string, error) {
+// position question too: with the chunk's queries behind the last cached
+// keys, does it follow the positions or the slots?
+func (p *prober) causal(field string, M, N int) (string, error) {
+	card := p.card
 	if M != N && !p.caps.KVCache {
-		card.notef("M = %d, N = %d: not asked (no kv_cache capability)", M, N)
-		return AlignOther, nil
+		return card.na(field, "M = %d, N = %d: not asked (no kv_cache capability)", M, N), nil
 	}
 	if !p.caps.Has(MaskCausal) && !p.caps.Has(MaskPositions) {
-		card.notef("no causal flag: the causal alignment is not asked")
-		return AlignOther, nil
+		return card.na(field, "no causal flag and no positions: the causal alignment cannot be asked"), nil
 	}
 	r := randomRequest(11, 1, 1, 1, M, N, 4)
 	r.Causal = true
@@ -227,11 +346,18 @@ func (p *prober) causal(card *Card, M, N int) (string, error) {
 		}
 	}
 	if refused != "" {
-		card.notef("M = %d, N = %d causal: refused (%s)", M, N, refused)
-		return AlignOther, nil
+		return card.na(field, "M = %d, N = %d causal: refused (%s)", M, N, refused), nil
 	}
 	a := alignment(vis, M, N)
-	if a != AlignBottomRight || !p.caps.Has(MaskPositions) {
+	if a != AlignBottomRight {
+		return a, nil
+	}
+	if M == 1 || !p.caps.Has(MaskPositions) {
+		// one query sees every key under both rules; without positions
+		// there is nothing more to ask
+		if M == 1 {
+			return AlignPosition, nil
+		}
 		return a, nil
 	}
 	// positions against slots: the chunk's queries at positions behind the
@@ -263,56 +389,95 @@ func (p *prober) causal(card *Card, M, N int) (string, error) {
 	return AlignPosition, nil
 }
 
-// emptyRow asks what a valid query that sees no key gets, and whether the
-// backward there is the derivative of that forward.
-func (p *prober) emptyRow(card *Card) error {
-	r := randomRequest(13, 1, 1, 1, 3, 4, 4)
-	const row = 1
+// emptyRequest is a request of 4 queries and 4 keys in which the rows
+// empty see no key, expressed with segments (and positions) or a boolean
+// mask; nil when the implementation can express neither.
+func (p *prober) emptyRequest(seed uint64, empty ...int) *Request {
+	r := randomRequest(seed, 1, 1, 1, 4, 4, 4)
 	switch {
 	case p.caps.Has(MaskSegments) && p.caps.Has(MaskPositions):
-		r.QSeg, r.KSeg = []int64{0, 7, 0}, []int64{0, 0, 0, 0} // segment 7 has no key
+		r.QSeg, r.KSeg = make([]int64, 4), make([]int64, 4) // segment 7 has no key
+		for _, i := range empty {
+			r.QSeg[i] = 7
+		}
 	case p.caps.Has(MaskBool):
-		r.Mask = make([]bool, 3*4)
-		for i := range 3 {
+		r.Mask = make([]bool, 4*4)
+		for i := range 4 {
 			for j := range 4 {
-				r.Mask[i*4+j] = i != row
+				r.Mask[i*4+j] = !slices.Contains(empty, i)
 			}
 		}
 	default:
-		card.EmptyRow = EmptyOther
-		card.notef("empty row: not expressible without segments or a boolean mask")
 		return nil
 	}
-	out, err := p.forward(r)
-	if err != nil {
-		return err
-	}
+	return r
+}
+
+// emptyKind names what the rows of out got: error, zero, nan, uniform or
+// other.
+func (p *prober) emptyKind(r *Request, out *Response, rows []int) string {
 	if out.Err != "" {
-		card.EmptyRow = EmptyError
-		card.notef("empty row: %s", out.Err)
-		return nil
+		return EmptyError
 	}
-	o := out.O[row*r.Dv : (row+1)*r.Dv]
 	uniform := make([]float64, r.Dv)
 	for j := range r.N {
 		for d := range r.Dv {
 			uniform[d] += r.V[j*r.Dv+d] / float64(r.N)
 		}
 	}
-	switch {
-	case allOf(o, math.IsNaN):
-		card.EmptyRow = EmptyNaN
-	case allOf(o, func(x float64) bool { return x == 0 }):
-		card.EmptyRow = EmptyZero
-	case maxDiff(o, uniform) < 1e3*p.tol():
-		card.EmptyRow = EmptyUniform
-	default:
-		card.EmptyRow = EmptyOther
-		card.notef("empty row: output %v", o)
+	kind := ""
+	for _, row := range rows {
+		o := out.O[row*r.Dv : (row+1)*r.Dv]
+		k := EmptyOther
+		switch {
+		case allOf(o, math.IsNaN):
+			k = EmptyNaN
+		case allOf(o, func(x float64) bool { return x == 0 }):
+			k = EmptyZero
+		case maxDiff(o, uniform) < 1e3*p.tol():
+			k = EmptyUniform
+		}
+		if kind != "" && k != kind {
+			return EmptyOther
+		}
+		kind = k
 	}
-	if !p.caps.Gradients {
+	return kind
+}
+
+// emptyRow asks what a valid query that sees no key gets, in each place
+// of EmptyRowPlaces, and whether the backward there is the derivative of
+// that forward.
+func (p *prober) emptyRow() error {
+	card := p.card
+	places := map[string][]int{"first": {0}, "middle": {1}, "last": {3}, "leading": {0, 1}}
+	if p.emptyRequest(13, 1) == nil {
+		card.EmptyRow = card.na("empty_row", "not expressible without segments or a boolean mask")
 		return nil
 	}
+	card.EmptyRowAt = map[string]string{}
+	for x, place := range EmptyRowPlaces {
+		r := p.emptyRequest(uint64(20+x), places[place]...)
+		out, err := p.forward(r)
+		if err != nil {
+			return err
+		}
+		card.EmptyRowAt[place] = p.emptyKind(r, out, places[place])
+		if place == "middle" && out.Err != "" {
+			card.notef("empty row: %s", out.Err)
+		}
+	}
+	card.EmptyRow = card.EmptyRowAt["middle"]
+	for _, place := range EmptyRowPlaces {
+		if card.EmptyRowAt[place] != card.EmptyRow {
+			card.notef("empty row: %s as the middle row, %s as the %s", card.EmptyRow, card.EmptyRowAt[place], place)
+		}
+	}
+	if !p.caps.Gradients || card.EmptyRow == EmptyError {
+		return nil
+	}
+	const row = 1
+	r := p.emptyRequest(13, row)
 	if card.EmptyRow == EmptyNaN {
 		// a NaN forward has no derivative to compare with: say what the
 		// backward gives instead
@@ -347,18 +512,20 @@ func (p *prober) nanRowBackward(r *Request, row int) (string, error) {
 	if back.Err != "" {
 		return "an error (" + back.Err + ")", nil
 	}
-	what := func(x []float64) string {
-		switch {
-		case allOf(x, math.IsNaN):
-			return "NaN"
-		case allOf(x, func(v float64) bool { return v == 0 }):
-			return "zero"
-		case allOf(x, func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }):
-			return "finite"
-		}
-		return "partly NaN"
+	return fmt.Sprintf("dq of the row %s, dk %s, dv %s", finiteness(back.DQ[row*r.D:(row+1)*r.D]), finiteness(back.DK), finiteness(back.DV)), nil
+}
+
+// finiteness names what x holds: NaN, zero, finite or partly NaN.
+func finiteness(x []float64) string {
+	switch {
+	case allOf(x, math.IsNaN):
+		return "NaN"
+	case allOf(x, func(v float64) bool { return v == 0 }):
+		return "zero"
+	case allOf(x, func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }):
+		return "finite"
 	}
-	return fmt.Sprintf("dq of the row %s, dk %s, dv %s", what(back.DQ[row*r.D:(row+1)*r.D]), what(back.DK), what(back.DV)), nil
+	return "partly NaN"
 }
 
 // consistentRow compares the backward of the loss Σ O[row] ⊙ G with
@@ -451,6 +618,19 @@ func maxDiff(a, b []float64) float64 {
 	return m
 }
 
+// relDiff is max|a − b| over max(1, max|b|), infinite when a holds NaN or
+// Inf where b does not, or when the lengths differ.
+func relDiff(a, b []float64) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	scale := 1.0
+	for _, v := range b {
+		scale = max(scale, math.Abs(v))
+	}
+	return maxDiff(a, b) / scale
+}
+
 // padding asks what a padding query row gets.
 func (p *prober) padding() (string, error) {
 	if !p.caps.Has(MaskValidity) {
@@ -480,13 +660,16 @@ func (p *prober) gqa() (string, error) {
 	if !p.caps.GQA {
 		return GQAUnsupported, nil
 	}
-	r := randomRequest(15, 1, 4, 2, 3, 3, 4)
+	r := p.explicit(randomRequest(15, 1, 4, 2, 3, 3, 4))
 	out, err := p.forward(r)
 	if err != nil {
 		return "", err
 	}
 	if out.Err != "" {
-		return GQAUnsupported, nil
+		return "", p.capabilityRefused("gqa (Hq = 4, Hkv = 2)", out.Err)
+	}
+	if p.refScale(r) == 0 {
+		return p.card.na("gqa", "the default scale (%s) is not one conform knows, and the implementation takes no scale", p.card.Scale), nil
 	}
 	for _, m := range []struct {
 		name string
@@ -500,7 +683,7 @@ func (p *prober) gqa() (string, error) {
 			mha.K = append(mha.K, r.K[m.kv(h)*12:(m.kv(h)+1)*12]...)
 			mha.V = append(mha.V, r.V[m.kv(h)*12:(m.kv(h)+1)*12]...)
 		}
-		want, err := Reference().Attention(&Request{B: 1, Hq: 4, Hkv: 4, M: 3, N: 3, D: 4, Dv: 4, Q: mha.Q, K: mha.K, V: mha.V, DType: "float64", Scale: r.Scale})
+		want, err := p.reference(&mha, false)
 		if err != nil {
 			return "", err
 		}
@@ -511,7 +694,7 @@ func (p *prober) gqa() (string, error) {
 	return AlignOther, nil
 }
 
-// scale finds the default scale: 1/√D, 1 or another.
+// scale finds the default scale: 1/√D, 1/D, 1 or another.
 func (p *prober) scale() (string, error) {
 	r := randomRequest(16, 1, 1, 1, 3, 3, 16)
 	out, err := p.forward(r)
@@ -519,12 +702,12 @@ func (p *prober) scale() (string, error) {
 		return "", err
 	}
 	if out.Err != "" {
-		return "other (" + out.Err + ")", nil
+		return p.card.na("scale", "the plain request was refused: %s", out.Err), nil
 	}
 	for _, s := range []struct {
 		name  string
 		scale float64
-	}{{ScaleInvSqrtD, 0.25}, {"1", 1}} {
+	}{{ScaleInvSqrtD, 0.25}, {ScaleInvD, 1.0 / 16}, {ScaleOne, 1}} {
 		want, err := Reference().Attention(&Request{B: 1, Hq: 1, Hkv: 1, M: 3, N: 3, D: 16, Dv: 16, Q: r.Q, K: r.K, V: r.V, DType: "float64", Scale: s.scale})
 		if err != nil {
 			return "", err
@@ -536,32 +719,207 @@ func (p *prober) scale() (string, error) {
 	return "other", nil
 }
 
+// window finds how many keys a causal sliding window of W = 2 lets each
+// query see.
+func (p *prober) window() (string, error) {
+	if !p.caps.Has(MaskWindow) {
+		return p.card.na("window_keys", "no window mask"), nil
+	}
+	const M, W = 6, 2
+	r := randomRequest(18, 1, 1, 1, M, M, 4)
+	r.Causal, r.Window = true, W
+	vis, refused, err := p.visibility(r)
+	if err != nil {
+		return "", err
+	}
+	if refused != "" {
+		return p.card.na("window_keys", "refused: %s", refused), nil
+	}
+	got := ""
+	for i := W + 1; i < M; i++ { // rows far enough from the start to see a full window
+		n := 0
+		for j := range M {
+			if vis[i][j] {
+				n++
+			}
+		}
+		k := map[int]string{W: WindowW, W + 1: WindowWPlus}[n]
+		if k == "" || got != "" && k != got {
+			p.card.notef("window of %d: query %d sees %d keys", W, i, n)
+			return AlignOther, nil
+		}
+		got = k
+	}
+	return got, nil
+}
+
+// extremeLogits compares the implementation with the reference where every
+// visible score of a row is very negative, causal, at lengths just past
+// tile sizes, forward and (when it has them) gradients.
+func (p *prober) extremeLogits() (string, error) {
+	causal := p.caps.Has(MaskCausal) || p.caps.Has(MaskPositions)
+	for x, n := range []int{65, 129, 257} {
+		for y, shift := range []float64{-1e4, -1e5} {
+			r := p.explicit(randomRequest(uint64(30+3*x+y), 1, 1, 1, n, n, 8))
+			r.Causal = causal
+			if p.refScale(r) == 0 {
+				return p.card.na("extreme_logits", "the default scale (%s) is not one conform knows", p.card.Scale), nil
+			}
+			// every query's first component is big; every key's first one
+			// moves by −c: each score moves by scale·big·(−c) = shift, and a
+			// row's spread stays a few units
+			const big = 10.0
+			c := -shift / (p.refScale(r) * big)
+			for i := range n {
+				r.Q[i*8] = big
+				r.K[i*8] -= c
+			}
+			if !p.caps.Gradients {
+				r.DO = nil
+			}
+			q := *r
+			q.DType = p.dtype
+			got, err := p.impl.Attention(&q)
+			if err != nil {
+				return "", err
+			}
+			where := fmt.Sprintf("N = %d, scores near %.0e", n, shift)
+			if got.Err != "" {
+				return where + ": refused (" + got.Err + ")", nil
+			}
+			want, err := p.reference(r, p.caps.Gradients)
+			if err != nil {
+				return "", err
+			}
+			// float32 rounds a score of |shift| to |shift|·2⁻²⁴, an error
+			// the weights inherit, and the gradients through keys of size
+			// |shift|/(scale·big) more: O within 8 such roundings, the
+			// gradients 64 (a NaN, a zero or a masked key let through is
+			// off by the whole value)
+			ulp := math.Abs(shift) * 0x1p-24
+			for _, t := range []struct {
+				name      string
+				got, want []float64
+				ulps      float64
+			}{{"o", got.O, want.O, 8}, {"dq", got.DQ, want.DQ, 64}, {"dk", got.DK, want.DK, 64}, {"dv", got.DV, want.DV, 64}} {
+				if t.want == nil {
+					continue
+				}
+				tol := p.agreeTol()
+				if p.dtype == "float32" {
+					tol = max(tol, t.ulps*ulp)
+				}
+				switch f := finiteness(t.got); {
+				case f == "NaN" || f == "partly NaN":
+					return fmt.Sprintf("%s: %s %s", where, t.name, f), nil
+				case f == "zero" && finiteness(t.want) != "zero":
+					return fmt.Sprintf("%s: %s all zero", where, t.name), nil
+				}
+				if e := relDiff(t.got, t.want); e > tol {
+					return fmt.Sprintf("%s: %s off by %.2g of its largest value", where, t.name, e), nil
+				}
+			}
+		}
+	}
+	return OK, nil
+}
+
+// cacheLayouts compares the implementation with the reference on three
+// layouts of a cache, given as positions and validity.
+func (p *prober) cacheLayouts() (map[string]string, error) {
+	if !p.caps.KVCache || !p.caps.Has(MaskPositions) || !p.caps.Has(MaskValidity) {
+		p.card.na("cache_layouts", "needs kv_cache with positions and validity masks")
+		return nil, nil
+	}
+	layouts := []struct {
+		name       string
+		kpos, qpos []int64
+		kvalid     []int64
+	}{
+		// 5 of 8 slots filled (3 cached, the 2 new tokens), 3 empty
+		{"static", []int64{0, 1, 2, 3, 4, 0, 0, 0}, []int64{3, 4}, []int64{1, 1, 1, 1, 1, 0, 0, 0}},
+		// 2 pads before 6 real tokens, positions counting the real ones
+		{"left-padded", []int64{0, 0, 0, 1, 2, 3, 4, 5}, []int64{4, 5}, []int64{0, 0, 1, 1, 1, 1, 1, 1}},
+		// the slots in another order than the positions (a paged view)
+		{"out-of-order", []int64{5, 2, 7, 0, 3, 1, 6, 4}, []int64{6, 7}, []int64{1, 1, 1, 1, 1, 1, 1, 1}},
+	}
+	out := map[string]string{}
+	for x, l := range layouts {
+		r := p.explicit(randomRequest(uint64(40+x), 1, 1, 1, 2, 8, 4))
+		r.Causal, r.KPos, r.QPos, r.KValid = true, l.kpos, l.qpos, l.kvalid
+		if p.refScale(r) == 0 {
+			out[l.name] = NA
+			continue
+		}
+		if !p.caps.Gradients {
+			r.DO = nil
+		}
+		q := *r
+		q.DType = p.dtype
+		got, err := p.impl.Attention(&q)
+		if err != nil {
+			return nil, err
+		}
+		if got.Err != "" {
+			out[l.name] = "refused (" + got.Err + ")"
+			continue
+		}
+		want, err := p.reference(r, p.caps.Gradients)
+		if err != nil {
+			return nil, err
+		}
+		out[l.name] = OK
+		for _, t := range []struct {
+			name      string
+			got, want []float64
+		}{{"o", got.O, want.O}, {"dq", got.DQ, want.DQ}, {"dk", got.DK, want.DK}, {"dv", got.DV, want.DV}} {
+			if t.want != nil {
+				if e := relDiff(t.got, t.want); e > p.agreeTol() {
+					out[l.name] = fmt.Sprintf("%s differs from the reference by %.2g", t.name, e)
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // float32Ratio measures the float32 error of the implementation against
 // attnlab's float64 reference, over that of attnlab's plain float32
 // reference (scores, softmax and product materialised) on the same inputs.
 func (p *prober) float32Ratio() (*float64, error) {
 	if !p.caps.HasDType("float32") {
+		p.card.na("float32_error_ratio", "no float32")
 		return nil, nil
 	}
-	r := randomRequest(17, 1, 4, 4, 128, 128, 64)
+	r := p.explicit(randomRequest(17, 1, 4, 4, 128, 128, 64))
+	scale := p.refScale(r)
+	if scale == 0 {
+		p.card.na("float32_error_ratio", "the default scale (%s) is not one conform knows, and the implementation takes no scale", p.card.Scale)
+		return nil, nil
+	}
 	// float32 inputs, so that both sides start from the same numbers
 	for _, x := range [][]float64{r.Q, r.K, r.V} {
 		for i := range x {
 			x[i] = float64(float32(x[i]))
 		}
 	}
-	got, err := p.impl.Attention(&Request{B: 1, Hq: 4, Hkv: 4, M: 128, N: 128, D: 64, Dv: 64, Q: r.Q, K: r.K, V: r.V, DType: "float32"})
+	got, err := p.impl.Attention(&Request{B: 1, Hq: 4, Hkv: 4, M: 128, N: 128, D: 64, Dv: 64, Q: r.Q, K: r.K, V: r.V, DType: "float32", Scale: r.Scale})
 	if err != nil {
 		return nil, err
 	}
 	if got.Err != "" {
+		p.card.na("float32_error_ratio", "refused: %s", got.Err)
 		return nil, nil
 	}
-	exact, err := Reference().Attention(&Request{B: 1, Hq: 4, Hkv: 4, M: 128, N: 128, D: 64, Dv: 64, Q: r.Q, K: r.K, V: r.V, DType: "float64"})
+	ask := func(dtype string) (*Response, error) {
+		return Reference().Attention(&Request{B: 1, Hq: 4, Hkv: 4, M: 128, N: 128, D: 64, Dv: 64, Q: r.Q, K: r.K, V: r.V, DType: dtype, Scale: scale})
+	}
+	exact, err := ask("float64")
 	if err != nil {
 		return nil, err
 	}
-	plain, err := Reference().Attention(&Request{B: 1, Hq: 4, Hkv: 4, M: 128, N: 128, D: 64, Dv: 64, Q: r.Q, K: r.K, V: r.V, DType: "float32"})
+	plain, err := ask("float32")
 	if err != nil {
 		return nil, err
 	}
@@ -579,4 +937,35 @@ func rmsDiff(a, b []float64) float64 {
 		s += d * d
 	}
 	return math.Sqrt(s / float64(len(a)))
+}
+
+// rows lists the card's fields as (label, value) for the text report.
+func (card *Card) rows() [][2]string {
+	consistent := NA
+	if card.EmptyRowBackwardConsistent != nil {
+		consistent = map[bool]string{true: "yes", false: "no"}[*card.EmptyRowBackwardConsistent]
+	}
+	ratio := NA
+	if card.Float32ErrorRatio != nil {
+		ratio = fmt.Sprintf("%.2f", *card.Float32ErrorRatio)
+	}
+	joined := func(m map[string]string, keys []string) string {
+		if m == nil {
+			return NA
+		}
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, k+" "+m[k])
+		}
+		return strings.Join(parts, ", ")
+	}
+	return [][2]string{
+		{"causal, M < N", card.CausalMLtN}, {"causal, M > N", card.CausalMGtN}, {"causal, M = 1 (decode)", card.CausalM1},
+		{"fully masked valid row", card.EmptyRow}, {"  as first, middle, last row, leading block", joined(card.EmptyRowAt, EmptyRowPlaces)},
+		{"  backward consistent there", consistent},
+		{"padding query rows", card.PaddingRows}, {"GQA head mapping", card.GQA}, {"default scale", card.Scale},
+		{"window of W sees", card.WindowKeys}, {"extreme logits (−1e4, −1e5; 65…257 keys)", card.ExtremeLogits},
+		{"cache layouts", joined(card.CacheLayouts, []string{"static", "left-padded", "out-of-order"})},
+		{"float32 error / plain float32's", ratio},
+	}
 }

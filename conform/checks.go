@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 
 	"github.com/attnlab/attnlab/attention"
@@ -17,6 +18,12 @@ type CheckResult struct {
 	Kind   string `json:"kind"`
 	Status string `json:"status"` // pass, fail or skip
 	Detail string `json:"detail"`
+	// Undeclared: skipped because the implementation does not declare what
+	// the check needs (gradients, a cache, a mask kind): outside what its
+	// verdict covers. A skip that is not undeclared is a check the
+	// implementation should have answered and could not be asked: the
+	// verdict is then not established.
+	Undeclared bool `json:"undeclared,omitempty"`
 }
 
 // Statuses of a CheckResult.
@@ -73,22 +80,31 @@ var errSkip = errors.New("conform: not expressible")
 
 // wrapped presents an Implementation as the checks' attention
 // implementation, translating each attention.Config into a request the
-// implementation can take, or recording why it cannot.
+// implementation can take under the conventions its card measured, or
+// recording why it cannot.
 type wrapped struct {
-	impl  Implementation
-	caps  Capabilities
-	card  *Card // the implementation's conventions, once known
-	skip  string
-	fatal error
+	impl       Implementation
+	caps       Capabilities
+	card       *Card // the implementation's conventions, once known
+	skip       string
+	undeclared bool // the skip is for something the implementation does not declare
+	fatal      error
 }
+
+// float32Precision is the relative rounding of answers given in float32
+// numbers, for the checks that compare two of them: 2⁻²⁴ accumulated over
+// the rows of the checks' small shapes, with a margin (a correct float32
+// kernel measures 1e-8 to 4e-7 on them).
+const float32Precision = 1e-5
 
 func (w *wrapped) checksImpl() checks.Impl {
 	precision := 0.0
 	if !w.caps.HasDType("float64") {
-		precision = 1e-5 // float32 answers: 2⁻²³ rounding, accumulated
+		precision = float32Precision
 	}
 	return checks.Impl{
 		Precision: precision,
+		NoGrad:    !w.caps.Gradients,
 		Run: func(o, lse, dq, dk, dv, q, k, v, do []float64, c *attention.Config) error {
 			dtype := "float64"
 			if !w.caps.HasDType("float64") {
@@ -98,7 +114,7 @@ func (w *wrapped) checksImpl() checks.Impl {
 		},
 		F32: func(o, lse, dq, dk, dv, q, k, v, do []float32, c *attention.Config) error {
 			if !w.caps.HasDType("float32") {
-				w.skipf("needs float32")
+				w.undeclaredf("needs float32")
 				return errSkip
 			}
 			wide := func(x []float32) []float64 {
@@ -132,9 +148,19 @@ func (w *wrapped) checksImpl() checks.Impl {
 	}
 }
 
+// skipf records why a request the implementation should answer cannot be
+// asked (a measured convention conform cannot express): not established.
 func (w *wrapped) skipf(format string, args ...any) {
 	if w.skip == "" {
 		w.skip = fmt.Sprintf(format, args...)
+	}
+}
+
+// undeclaredf records a request that needs what the implementation does
+// not declare.
+func (w *wrapped) undeclaredf(format string, args ...any) {
+	if w.skip == "" {
+		w.skip, w.undeclared = fmt.Sprintf(format, args...), true
 	}
 }
 
@@ -144,41 +170,59 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 	if w.fatal != nil {
 		return w.fatal
 	}
-	r, reason := w.request(c)
-	if reason != "" {
+	r, reason, undeclared := w.request(c)
+	switch {
+	case reason != "" && undeclared:
+		w.undeclaredf("%s", reason)
+		return errSkip
+	case reason != "":
 		w.skipf("%s", reason)
 		return errSkip
-	}
-	if do != nil && !w.caps.Gradients {
-		w.skipf("needs gradients")
+	case do != nil && !w.caps.Gradients:
+		w.undeclaredf("needs gradients")
 		return errSkip
 	}
 	r.DType, r.Q, r.K, r.V, r.DO, r.WantLSE = dtype, q, k, v, do, w.caps.LSE
 	if do != nil && w.caps.Accumulates {
 		r.DQ0, r.DK0, r.DV0 = dq, dk, dv // it adds into them itself
 	}
-	// A scale the implementation cannot take goes into q: scores
-	// (s·√D·q)·k/√D are s·q·k, and dq comes back times s·√D.
+	// A scale the implementation cannot take goes into q: with its
+	// default d, scores (s/d·q)·k·d are s·q·k, and dq comes back times s/d.
 	qscale := 1.0
 	if !w.caps.Scale {
-		if s := c.ScaleValue(); s != 1/math.Sqrt(float64(c.D)) {
-			qscale = s * math.Sqrt(float64(c.D))
+		if d := defaultScale(w.card, c.D); c.ScaleValue() != d {
+			qscale = c.ScaleValue() / d
 			r.Q = scaled(q, qscale)
 			r.DQ0 = nil // its dq comes back scaled: added here, not there
 		}
 	}
-	// Without GQA, K and V are repeated per query head (attnlab's
-	// contiguous mapping, as repeat_kv) and their gradients summed back over
-	// each group: the implementation computes multi-head attention.
-	group := 1
-	if c.Hkv != c.Hq && !w.caps.GQA {
+	// Without GQA, or with a head mapping that is neither contiguous nor
+	// interleaved, K and V are repeated per query head (attnlab's
+	// contiguous mapping, as repeat_kv) and their gradients summed back
+	// over each group: the implementation computes multi-head attention.
+	// With the interleaved mapping (query head h reads K/V head h mod Hkv)
+	// the query heads are sent in the order that makes it read the heads
+	// attnlab's mapping names.
+	group, perm := 1, []int(nil)
+	switch {
+	case c.Hkv == c.Hq:
+	case !w.caps.GQA || w.card != nil && w.card.GQA != GQAContiguous && w.card.GQA != GQAInterleaved:
 		group = c.Hq / c.Hkv
 		r.Hkv = c.Hq
 		r.K, r.V = repeatHeads(k, c.B, c.Hkv, group, c.N*c.D), repeatHeads(v, c.B, c.Hkv, group, c.N*c.Dv)
 		r.DK0, r.DV0 = nil, nil
+	case w.card != nil && w.card.GQA == GQAInterleaved && c.Hkv > 1:
+		perm = interleave(c.Hq, c.Hkv)
+		r.Q, r.DO = permuteHeads(r.Q, perm, c.B, c.M*c.D), permuteHeads(r.DO, perm, c.B, c.M*c.Dv)
+		r.DQ0 = permuteHeads(r.DQ0, perm, c.B, c.M*c.D)
 	}
 	resp, err := w.impl.Attention(r)
 	if err == nil && resp.Err == "" {
+		if perm != nil {
+			inv := inverse(perm)
+			resp.O, resp.LSE = permuteHeads(resp.O, inv, c.B, c.M*c.Dv), permuteHeads(resp.LSE, inv, c.B, c.M)
+			resp.DQ = permuteHeads(resp.DQ, inv, c.B, c.M*c.D)
+		}
 		if qscale != 1 && resp.DQ != nil {
 			resp.DQ = scaled(resp.DQ, qscale)
 		}
@@ -221,29 +265,28 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 // request expresses c with the implementation's capabilities: positions
 // when it takes them, else a boolean mask computed by attnlab's rule, else
 // the causal flag alone, which can say only so much. It returns the reason
-// when c cannot be expressed.
-func (w *wrapped) request(c *attention.Config) (*Request, string) {
+// when c cannot be expressed, and whether that is because the
+// implementation does not declare what c needs (undeclared) rather than
+// because a convention it was measured to have cannot be worked around.
+func (w *wrapped) request(c *attention.Config) (r *Request, reason string, undeclared bool) {
 	caps := w.caps
-	r := &Request{B: c.B, Hq: c.Hq, Hkv: c.Hkv, M: c.M, N: c.N, D: c.D, Dv: c.Dv, Causal: c.Causal, Window: c.Window}
+	r = &Request{B: c.B, Hq: c.Hq, Hkv: c.Hkv, M: c.M, N: c.N, D: c.D, Dv: c.Dv, Causal: c.Causal, Window: c.Window}
 	if c.Convention != attention.Positions {
 		if !caps.Conventions {
-			return nil, "needs a " + c.Convention.String() + " causal convention, a parameter the implementation does not take"
+			return nil, "needs a " + c.Convention.String() + " causal convention, a parameter the implementation does not take", true
 		}
 		r.Convention = c.Convention.String()
 	}
 	if c.M != c.N && !caps.KVCache {
-		return nil, "needs M ≠ N (a chunk against a cache)"
+		return nil, "needs M ≠ N (a chunk against a cache)", true
 	}
-	if c.Hkv != c.Hq && caps.GQA && w.card != nil && w.card.GQA != GQAContiguous {
-		return nil, "needs the contiguous GQA head mapping; the implementation's is " + w.card.GQA
-	}
-	// without GQA, call repeats K and V per query head (see expand)
-	scale := c.ScaleValue()
+	// without GQA, or with another head mapping, call repeats or permutes
+	// the heads (see call)
 	switch {
 	case caps.Scale:
-		r.Scale = scale
-	case w.card != nil && w.card.Scale != ScaleInvSqrtD:
-		return nil, "needs the scale 1/√D; the implementation's default is " + w.card.Scale
+		r.Scale = c.ScaleValue()
+	case defaultScale(w.card, c.D) == 0:
+		return nil, "needs a scale other than the default, which the implementation does not take, and its default (" + w.card.Scale + ") is not one conform can correct for", false
 	}
 	// without an explicit scale, call scales q instead (see call)
 	padQ, padK := anyFalse(c.QValid), anyFalse(c.KValid)
@@ -261,10 +304,10 @@ func (w *wrapped) request(c *attention.Config) (*Request, string) {
 		// attnlab's own rule, its tensors as they are
 		r.QPos, r.KPos, r.QSeg, r.KSeg = int64s(c.QPos), int64s(c.KPos), int64s(c.QSeg), int64s(c.KSeg)
 		r.QValid, r.KValid = validity(c.QValid), validity(c.KValid)
-		return r, ""
+		return r, "", false
 	case caps.Has(MaskBool):
 		if padQ && !caps.Has(MaskValidity) {
-			return nil, "needs padding queries (validity): a boolean mask cannot say a row is padding"
+			return nil, "needs padding queries (validity): a boolean mask cannot say a row is padding", true
 		}
 		r.Mask = make([]bool, c.B*c.M*c.N)
 		for b := range c.B {
@@ -278,9 +321,12 @@ func (w *wrapped) request(c *attention.Config) (*Request, string) {
 		if caps.Has(MaskValidity) {
 			r.QValid, r.KValid = validity(c.QValid), validity(c.KValid)
 		}
-		return r, ""
-	case len(missing) > 0 || !caps.Has(MaskCausal):
-		return nil, "needs " + strings.Join(missing, ", ") + " masks"
+		return r, "", false
+	case c.Causal && !caps.Has(MaskCausal):
+		missing = append(missing, MaskCausal)
+	}
+	if len(missing) > 0 {
+		return nil, "needs " + strings.Join(missing, ", ") + " masks", true
 	}
 	// the causal flag alone: right only where the implementation's
 	// alignment is attnlab's position rule
@@ -290,10 +336,67 @@ func (w *wrapped) request(c *attention.Config) (*Request, string) {
 			want = w.card.CausalMGtN
 		}
 		if want != AlignPosition && want != AlignBottomRight {
-			return nil, fmt.Sprintf("needs the position rule at M ≠ N; the causal flag aligns %s", want)
+			// the card already holds the implementation to its alignment
+			return nil, fmt.Sprintf("needs the position rule at M ≠ N; the causal flag aligns %s", want), true
 		}
 	}
-	return r, ""
+	return r, "", false
+}
+
+// defaultScale is the value of the implementation's default scale for
+// head size D as its card measured it (1/√D before it is measured), or 0
+// when the card found no value conform knows.
+func defaultScale(card *Card, D int) float64 {
+	if card == nil {
+		return 1 / math.Sqrt(float64(D))
+	}
+	switch card.Scale {
+	case ScaleInvSqrtD:
+		return 1 / math.Sqrt(float64(D))
+	case ScaleInvD:
+		return 1 / float64(D)
+	case ScaleOne:
+		return 1
+	}
+	return 0
+}
+
+// interleave is the order in which query heads go to an implementation
+// with the interleaved mapping (head h' reads K/V head h' mod Hkv) so that
+// each reads the K/V head attnlab's contiguous mapping gives it: query head
+// h (K/V head h / group, member h mod group) goes to place
+// (h mod group)·Hkv + h / group.
+func interleave(Hq, Hkv int) []int {
+	group := Hq / Hkv
+	perm := make([]int, Hq)
+	for h := range Hq {
+		perm[h] = (h%group)*Hkv + h/group
+	}
+	return perm
+}
+
+func inverse(perm []int) []int {
+	inv := make([]int, len(perm))
+	for i, p := range perm {
+		inv[p] = i
+	}
+	return inv
+}
+
+// permuteHeads moves head h of x ([B, H, size]) to place perm[h]; nil
+// stays nil.
+func permuteHeads(x []float64, perm []int, B, size int) []float64 {
+	if x == nil {
+		return nil
+	}
+	H := len(perm)
+	out := make([]float64, len(x))
+	for b := range B {
+		for h, p := range perm {
+			copy(out[(b*H+p)*size:(b*H+p+1)*size], x[(b*H+h)*size:(b*H+h+1)*size])
+		}
+	}
+	return out
 }
 
 func scaled(x []float64, s float64) []float64 {
@@ -363,16 +466,21 @@ func validity(x []bool) []int64 {
 	return y
 }
 
-// runChecks runs every check of the attention suite on impl.
+// runChecks runs the comparison with attnlab's reference, then every check
+// of the attention suite, on impl.
 func runChecks(ctx context.Context, w *wrapped) ([]CheckResult, error) {
-	var out []CheckResult
+	ref, err := agreesWithReference(w)
+	if err != nil {
+		return nil, err
+	}
+	out := []CheckResult{ref}
 	for _, c := range checks.Attention().Checks {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
 		res := CheckResult{Name: c.Name, Kind: string(c.Kind)}
 		if why, ok := notApplicable[c.Name]; ok && !(c.Name == "accumulates" && w.caps.Accumulates) && !(c.Name == "conventions" && w.caps.Conventions) {
-			res.Status, res.Detail = Skip, "not applicable: "+why
+			res.Status, res.Detail, res.Undeclared = Skip, "not applicable: "+why, true
 			out = append(out, res)
 			continue
 		}
@@ -383,17 +491,17 @@ func runChecks(ctx context.Context, w *wrapped) ([]CheckResult, error) {
 			}
 		}
 		if len(missing) > 0 {
-			res.Status, res.Detail = Skip, "needs "+strings.Join(missing, ", ")
+			res.Status, res.Detail, res.Undeclared = Skip, "needs "+strings.Join(missing, ", "), true
 			out = append(out, res)
 			continue
 		}
-		w.skip = ""
+		w.skip, w.undeclared = "", false
 		r := c.Run(w.checksImpl())
 		switch {
 		case w.fatal != nil:
 			return out, w.fatal
 		case w.skip != "":
-			res.Status, res.Detail = Skip, w.skip
+			res.Status, res.Detail, res.Undeclared = Skip, w.skip, w.undeclared
 		case r.Pass:
 			res.Status, res.Detail = Pass, r.Detail
 		default:
@@ -402,4 +510,154 @@ func runChecks(ctx context.Context, w *wrapped) ([]CheckResult, error) {
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// referenceConfigs are the configurations of agrees-with-reference, from
+// the plainest, which any implementation can be asked, to every mask
+// feature: causal MHA, GQA, a chunk after a cache, 65 keys past a 64-wide
+// tile, validity with segments and a window.
+func referenceConfigs() []*attention.Config {
+	return []*attention.Config{
+		{B: 1, Hq: 2, Hkv: 2, M: 7, N: 7, D: 5, Dv: 5, Causal: true},
+		{B: 2, Hq: 4, Hkv: 2, M: 9, N: 9, D: 4, Dv: 3, Causal: true},
+		{B: 1, Hq: 2, Hkv: 1, M: 3, N: 9, D: 4, Dv: 4, Causal: true},
+		{B: 1, Hq: 1, Hkv: 1, M: 65, N: 65, D: 8, Dv: 8},
+		{B: 2, Hq: 2, Hkv: 1, M: 6, N: 6, D: 4, Dv: 4, Causal: true, Window: 3,
+			KValid: []bool{false, true, true, true, true, true, true, true, true, true, true, true},
+			QValid: []bool{false, true, true, true, true, true, true, true, true, true, true, true},
+			QSeg:   []int{0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1}, KSeg: []int{0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1}},
+	}
+}
+
+// agreesWithReference compares the implementation's answers (O, lse and
+// the gradients, as far as it declares them) with attnlab's float64
+// reference on referenceConfigs: what the semantic checks, which compare
+// an implementation with itself, cannot see (a forward 1 % off passes
+// them all).
+func agreesWithReference(w *wrapped) (CheckResult, error) {
+	res := CheckResult{Name: "agrees-with-reference", Kind: "semantic"}
+	tol := 1e-9
+	dtype := "float64"
+	if !w.caps.HasDType("float64") {
+		tol, dtype = 1e-4, "float32" // float32 answers: 2⁻²⁴ rounding over a few dozen terms, with a margin
+	}
+	var ran, skipped []string
+	worst := 0.0
+	for x, c := range referenceConfigs() {
+		rnd := rand.New(rand.NewPCG(uint64(50+x), 0xa9ee))
+		fill := func(size int) []float64 {
+			x := make([]float64, size)
+			for i := range x {
+				x[i] = rnd.NormFloat64()
+			}
+			return x
+		}
+		q, k, v, do := fill(c.B*c.Hq*c.M*c.D), fill(c.B*c.Hkv*c.N*c.D), fill(c.B*c.Hkv*c.N*c.Dv), fill(c.B*c.Hq*c.M*c.Dv)
+		if !w.caps.Gradients {
+			do = nil
+		}
+		type answer struct{ o, lse, dq, dk, dv []float64 }
+		fresh := func() answer {
+			return answer{make([]float64, c.B*c.Hq*c.M*c.Dv), make([]float64, c.B*c.Hq*c.M), make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v))}
+		}
+		want, got := fresh(), fresh()
+		if err := checks.AttentionReference.Run(want.o, want.lse, want.dq, want.dk, want.dv, q, k, v, do, c); err != nil {
+			return res, fmt.Errorf("conform: reference on %s: %w", describeConfig(c), err)
+		}
+		w.skip, w.undeclared = "", false
+		err := w.call(dtype, got.o, got.lse, got.dq, got.dk, got.dv, q, k, v, do, c)
+		switch {
+		case w.fatal != nil:
+			return res, w.fatal
+		case w.skip != "":
+			if !w.undeclared {
+				skipped = append(skipped, fmt.Sprintf("configuration %d (%s): %s", x, describeConfig(c), w.skip))
+				res.Status = Skip
+			}
+			continue
+		case err != nil:
+			res.Status, res.Detail = Fail, fmt.Sprintf("configuration %d (%s): refused: %v", x, describeConfig(c), err)
+			return res, nil
+		}
+		type pair struct {
+			name      string
+			got, want []float64
+		}
+		pairs := []pair{{"o", got.o, want.o}}
+		if w.caps.LSE {
+			pairs = append(pairs, pair{"lse", validRows(got.lse, c), validRows(want.lse, c)})
+		}
+		if do != nil {
+			pairs = append(pairs, pair{"dq", got.dq, want.dq}, pair{"dk", got.dk, want.dk}, pair{"dv", got.dv, want.dv})
+		}
+		for _, p := range pairs {
+			e := relDiff(p.got, p.want)
+			worst = max(worst, e)
+			if e > tol {
+				res.Status, res.Detail = Fail, fmt.Sprintf("configuration %d (%s): %s off by %.2g of its largest value (tolerance %.0e)", x, describeConfig(c), p.name, e, tol)
+				return res, nil
+			}
+		}
+		ran = append(ran, fmt.Sprint(x))
+	}
+	switch {
+	case res.Status == Skip:
+		res.Detail = strings.Join(skipped, "; ")
+		if len(skipped) == len(referenceConfigs()) && sameReason(skipped) {
+			_, res.Detail, _ = strings.Cut(skipped[0], "): ")
+			res.Detail = "every configuration: " + res.Detail
+		}
+	case len(ran) == 0:
+		res.Status, res.Undeclared, res.Detail = Skip, true, "none of its configurations can be expressed with what the implementation declares"
+	default:
+		res.Status, res.Detail = Pass, fmt.Sprintf("configurations %s of %d: O%s equal the float64 reference's within %.0e (worst %.1e)",
+			strings.Join(ran, ", "), len(referenceConfigs()), map[bool]string{true: ", lse, dQ, dK, dV", false: ""}[w.caps.Gradients], tol, worst)
+	}
+	return res, nil
+}
+
+// validRows is lse with the rows of padding queries (whose lse no
+// implementation agrees on) set to 0.
+func validRows(lse []float64, c *attention.Config) []float64 {
+	out := append([]float64(nil), lse...)
+	for b := range c.B {
+		for h := range c.Hq {
+			for i := range c.M {
+				if !c.QueryValid(b, i) {
+					out[(b*c.Hq+h)*c.M+i] = 0
+				}
+			}
+		}
+	}
+	return out
+}
+
+// describeConfig names a configuration's sizes and mask features.
+func describeConfig(c *attention.Config) string {
+	s := fmt.Sprintf("B=%d Hq=%d Hkv=%d M=%d N=%d D=%d", c.B, c.Hq, c.Hkv, c.M, c.N, c.D)
+	if c.Causal {
+		s += ", causal"
+	}
+	if c.Window > 0 {
+		s += fmt.Sprintf(", window %d", c.Window)
+	}
+	if c.QValid != nil || c.KValid != nil {
+		s += ", padding"
+	}
+	if c.QSeg != nil {
+		s += ", segments"
+	}
+	return s
+}
+
+// sameReason reports whether the "configuration X (…): reason" lines all
+// give one reason.
+func sameReason(lines []string) bool {
+	_, first, _ := strings.Cut(lines[0], "): ")
+	for _, l := range lines[1:] {
+		if _, r, _ := strings.Cut(l, "): "); r != first {
+			return false
+		}
+	}
+	return true
 }

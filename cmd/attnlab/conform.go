@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/attnlab/attnlab/conform"
@@ -32,14 +30,24 @@ forward; what padding rows get; the GQA head mapping (contiguous,
 interleaved, unsupported); the default scale; and the float32 error against
 attnlab's float64 reference over that of a plain float32 implementation.
 Then it runs every check of the attention suite that the implementation's
-declared capabilities allow, the others reported as skipped with the
-capability they need. The implementation is conformant when both causal
-alignments are the -contract's, a fully masked valid row is an error (as
-DESIGN §2 has it: never NaN, never a silent zero row), and no check fails.
+declared capabilities allow, under the conventions the card measured (an
+interleaved head mapping, a default scale of 1/D), and compares its answers
+with attnlab's float64 reference.
 
-Exit status: 0 conformant, 1 not, 2 usage, 3 the adapter failed (crashed,
-hung past -timeout, closed its output, or answered outside the protocol:
-the error names the adapter and the request).
+The verdict: conformant when every check within what the implementation
+declares ran and passed, its causal alignments (M < N, M > N, M = 1) are
+the -contract's, a valid row with no visible key is an error wherever it
+sits (DESIGN §2: never NaN, never a silent zero row), a window of W sees W
+keys, and extreme logits and the cache layouts give the reference's
+answers; not conformant when any is measured otherwise; NOT ESTABLISHED
+when a check it should answer could not be run, or none ran. What it does
+not declare is listed as not covered: a skipped check never counts as a
+pass.
+
+Exit status: 0 conformant, 1 not conformant or not established, 2 usage,
+3 the adapter failed (crashed, hung past -timeout, closed its output,
+answered outside the protocol, or refused what it declares: the error names
+the adapter and the request).
 
 Example: attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite.py"`,
 	define: func(fs *flag.FlagSet) runFunc {
@@ -97,8 +105,8 @@ func runConform(ctx context.Context, exe, impl, contract string, timeout time.Du
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
-	} else {
-		writeCard(stdout, rep)
+	} else if err := rep.WriteText(stdout); err != nil {
+		return err
 	}
 	if !rep.Conformant {
 		return errFailed
@@ -113,41 +121,4 @@ func adapterFailure(err error) error {
 		return adapterError{err}
 	}
 	return err
-}
-
-func writeCard(w io.Writer, rep *conform.Report) {
-	c := rep.Card
-	fmt.Fprintf(w, "%s (%s): %d calls in %.1f s\n\n", rep.Implementation, rep.Version, rep.Calls, rep.Seconds)
-	consistent := "n/a"
-	if c.EmptyRowBackwardConsistent != nil {
-		consistent = map[bool]string{true: "yes", false: "no"}[*c.EmptyRowBackwardConsistent]
-	}
-	ratio := "n/a (no float32)"
-	if c.Float32ErrorRatio != nil {
-		ratio = fmt.Sprintf("%.2f", *c.Float32ErrorRatio)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range [][2]string{
-		{"causal, M < N", c.CausalMLtN}, {"causal, M > N", c.CausalMGtN},
-		{"fully masked valid row", c.EmptyRow}, {"  backward consistent there", consistent},
-		{"padding query rows", c.PaddingRows}, {"GQA head mapping", c.GQA}, {"default scale", c.Scale},
-		{"float32 error / plain float32's", ratio},
-	} {
-		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
-	}
-	tw.Flush()
-	for _, n := range c.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, ch := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Status, ch.Name, ch.Detail)
-	}
-	tw.Flush()
-	if rep.Conformant {
-		fmt.Fprintf(w, "\nCONFORMANT to the %s contract\n", rep.Contract)
-	} else {
-		fmt.Fprintf(w, "\nNOT CONFORMANT to the %s contract: %s\n", rep.Contract, strings.Join(rep.Why, "; "))
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -18,15 +19,20 @@ func TestConformCommand(t *testing.T) {
 		Implementation string
 		Conformant     bool
 		Card           map[string]any
+		Verdict, Rule  string
 		Checks         []struct{ Name, Status, Detail string }
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || !rep.Conformant {
 		t.Fatalf("conform -impl reference: exit %d (%v)\n%s%s", code, err, stdout, stderr)
 	}
-	for _, key := range []string{"causal_m_lt_n", "causal_m_gt_n", "empty_row", "empty_row_backward_consistent", "gqa", "scale", "float32_error_ratio"} {
+	for _, key := range []string{"causal_m_lt_n", "causal_m_gt_n", "causal_m_1", "empty_row", "empty_row_at", "empty_row_backward_consistent", "gqa", "scale",
+		"window_keys", "extreme_logits", "cache_layouts", "float32_error_ratio"} {
 		if _, ok := rep.Card[key]; !ok {
 			t.Errorf("the card lacks %s", key)
 		}
+	}
+	if rep.Verdict != "conformant" || !strings.Contains(rep.Rule, "not established") {
+		t.Errorf("verdict %q, rule %q", rep.Verdict, rep.Rule)
 	}
 	if len(rep.Checks) < 10 || rep.Checks[0].Status != "pass" {
 		t.Errorf("checks: %+v", rep.Checks)
@@ -37,8 +43,8 @@ func TestConformCommand(t *testing.T) {
 		t.Fatalf("building the example adapter: %v\n%s", err, out)
 	}
 	code, stdout, _ = attnlab(t, "conform", "-exec", bin)
-	for _, want := range []string{"causal, M < N                    bottom-right", "fully masked valid row           nan", "NOT CONFORMANT to the position contract"} {
-		if !strings.Contains(stdout, want) {
+	for _, want := range []string{`causal, M < N\s+bottom-right`, `fully masked valid row\s+nan`, "NOT CONFORMANT to the position contract"} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("the example's card lacks %q:\n%s", want, stdout)
 		}
 	}
