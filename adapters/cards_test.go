@@ -19,19 +19,26 @@ func TestCards(t *testing.T) {
 		conformant    bool
 	}{
 		{"torch composite", pythonAdapter("torch_composite.py"), true,
-			conform.Card{CausalMLtN: "position", CausalMGtN: "position", EmptyRow: "error", PaddingRows: "zero", GQA: "contiguous", Scale: "1/sqrt(D)"}, true},
+			conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
+				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, true},
 		{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
-			conform.Card{CausalMLtN: "position", CausalMGtN: "position", EmptyRow: "nan", PaddingRows: "zero", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
+				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, false},
 		{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
-			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", EmptyRow: "nan", PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
+				GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
 		{"torch mha", pythonAdapter("torch_mha.py"), true,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", EmptyRow: "nan", PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
+				GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
 		{"ort attention, cache", nodeAdapter("attention"), false,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", EmptyRow: "zero", PaddingRows: "unsupported", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
 		{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
-			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", EmptyRow: "zero", PaddingRows: "unsupported", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
 		{"ort gqa", nodeAdapter("gqa"), false,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "other", EmptyRow: "other", PaddingRows: "unsupported", GQA: "contiguous", Scale: "1/sqrt(D)"}, false},
+			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.torch {
@@ -45,7 +52,7 @@ func TestCards(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := *rep.Card
-			got.Notes, got.Float32ErrorRatio = nil, nil
+			got.Notes, got.Float32ErrorRatio, got.NotMeasured = nil, nil, nil
 			if (got.EmptyRowBackwardConsistent == nil) != (c.want.EmptyRowBackwardConsistent == nil) ||
 				got.EmptyRowBackwardConsistent != nil && *got.EmptyRowBackwardConsistent != *c.want.EmptyRowBackwardConsistent {
 				t.Errorf("empty row backward consistent: %v, want %v", got.EmptyRowBackwardConsistent, c.want.EmptyRowBackwardConsistent)
@@ -53,6 +60,9 @@ func TestCards(t *testing.T) {
 			got.EmptyRowBackwardConsistent, c.want.EmptyRowBackwardConsistent = nil, nil
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("card\n%+v\nwant\n%+v", got, c.want)
+			}
+			if len(got.EmptyRowAt) == 0 {
+				got.EmptyRowAt = nil
 			}
 			if rep.Conformant != c.conformant {
 				t.Errorf("conformant %v, want %v: %v", rep.Conformant, c.conformant, rep.Why)
@@ -68,3 +78,10 @@ func ratio(c *conform.Card) any {
 	}
 	return *c.Float32ErrorRatio
 }
+
+// every is an empty row that gives v in every place.
+func every(v string) map[string]string {
+	return map[string]string{"first": v, "middle": v, "last": v, "leading": v}
+}
+
+var layoutsOK = map[string]string{"static": "ok", "left-padded": "ok", "out-of-order": "ok"}

@@ -1,9 +1,12 @@
 package conform
 
 import (
+	"path/filepath"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/attnlab/attnlab/safetensors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -213,5 +216,66 @@ func TestNeverConformantUnchecked(t *testing.T) {
 		if e.fault == "fwd-1pct" || e.fault == "no-rowsum" && c.Gradients {
 			t.Errorf("%s: conformant with the fault %s (gradients %v)", desc, e.fault, c.Gradients)
 		}
+	}
+}
+
+// TestDiff: two implementations that differ in one convention differ in
+// that card row and in the answers, and the first differing request is
+// written for reproduction; one compared with itself shows nothing.
+func TestDiff(t *testing.T) {
+	a, b := plain("window of W", nil), plain("window of W+1", func(e *emul) { e.wide = true })
+	d, err := Diff(context.Background(), a, b, AlignPosition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(d.Card, func(f FieldDiff) bool { return f.Name == "window_keys" && f.A == WindowW && f.B == WindowWPlus }) {
+		t.Errorf("card diff %+v lacks window_keys W / W+1", d.Card)
+	}
+	for _, f := range d.Card {
+		if f.Name != "window_keys" && !strings.HasPrefix(f.Name, "float32") {
+			t.Errorf("card differs in %s too: %+v", f.Name, f)
+		}
+	}
+	if d.Differ == 0 || d.First == nil || d.First.Request.Window == 0 || d.Replayed == 0 {
+		t.Fatalf("answers: %d of %d differ, first %+v", d.Differ, d.Replayed, d.First)
+	}
+	dir := filepath.Join(t.TempDir(), "repro")
+	if err := d.WriteRepro(dir); err != nil {
+		t.Fatal(err)
+	}
+	req, err := safetensors.ReadFile(filepath.Join(dir, "request.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := decodeRequest(req)
+	if err != nil || r.Window != d.First.Request.Window {
+		t.Fatalf("the saved request: %+v, %v", r, err)
+	}
+	// replayed, the saved request shows the difference again
+	ra, _ := a.Attention(r)
+	rb, _ := b.Attention(r)
+	if answersDiffer(r, ra, rb) == "" {
+		t.Error("the saved request does not reproduce the difference")
+	}
+	var text strings.Builder
+	d.WriteText(&text)
+	if !strings.Contains(text.String(), "window_keys") || !strings.Contains(text.String(), "first: request") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	same, err := Diff(context.Background(), a, plain("again", nil), AlignPosition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same.Same() || same.Differ != 0 || same.WriteRepro(dir+"2") == nil {
+		t.Errorf("an implementation against itself: %+v", same)
+	}
+	// a request outside what B declares is not sent to it
+	noCache := plain("no cache", func(e *emul) { e.caps.KVCache = false })
+	d, err = Diff(context.Background(), a, noCache, AlignPosition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Skipped == 0 {
+		t.Error("requests at M ≠ N were sent to an implementation without a cache")
 	}
 }
