@@ -2,57 +2,77 @@ package adapters_test
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/conform"
 )
 
+// cardCase is a shipped adapter, how to start it, and the card it must
+// measure.
+type cardCase struct {
+	name, command string
+	torch         bool
+	want          conform.Card // the fields compared; Notes, NotMeasured and the ratio aside
+	conformant    bool
+}
+
+var cardCases = []cardCase{
+	{"torch composite", pythonAdapter("torch_composite.py"), true,
+		conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, true},
+	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
+		conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, false},
+	{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
+		conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+	{"torch mha", pythonAdapter("torch_mha.py"), true,
+		conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+	{"ort attention, cache", nodeAdapter("attention"), false,
+		conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+	{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
+		conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+	{"ort gqa", nodeAdapter("gqa"), false,
+		conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+}
+
+// runCard measures c's card, skipping when its runtime is missing.
+func runCard(t *testing.T, c cardCase) *conform.Report {
+	t.Helper()
+	if c.torch {
+		needTorch(t)
+	} else {
+		needORT(t)
+	}
+	a := start(t, c.command)
+	rep, err := conform.Run(context.Background(), a, "position")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // TestCards runs attnlab conform's measurement on every real
 // implementation and checks its card: what each one does where kernels
 // disagree (the findings of the README, measured here on every run).
 func TestCards(t *testing.T) {
-	for _, c := range []struct {
-		name, command string
-		torch         bool
-		want          conform.Card // the fields compared; Notes and the ratio aside
-		conformant    bool
-	}{
-		{"torch composite", pythonAdapter("torch_composite.py"), true,
-			conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
-				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, true},
-		{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
-			conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
-				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, false},
-		{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
-			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
-				GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
-		{"torch mha", pythonAdapter("torch_mha.py"), true,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
-				GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
-		{"ort attention, cache", nodeAdapter("attention"), false,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
-				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
-		{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
-			conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
-				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
-		{"ort gqa", nodeAdapter("gqa"), false,
-			conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
-				GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
-	} {
+	for _, c := range cardCases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.torch {
-				needTorch(t)
-			} else {
-				needORT(t)
-			}
-			a := start(t, c.command)
-			rep, err := conform.Run(context.Background(), a, "position")
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := runCard(t, c)
 			got := *rep.Card
 			got.Notes, got.Float32ErrorRatio, got.NotMeasured = nil, nil, nil
+			if len(got.EmptyRowAt) == 0 {
+				got.EmptyRowAt = nil
+			}
 			if (got.EmptyRowBackwardConsistent == nil) != (c.want.EmptyRowBackwardConsistent == nil) ||
 				got.EmptyRowBackwardConsistent != nil && *got.EmptyRowBackwardConsistent != *c.want.EmptyRowBackwardConsistent {
 				t.Errorf("empty row backward consistent: %v, want %v", got.EmptyRowBackwardConsistent, c.want.EmptyRowBackwardConsistent)
@@ -61,15 +81,101 @@ func TestCards(t *testing.T) {
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("card\n%+v\nwant\n%+v", got, c.want)
 			}
-			if len(got.EmptyRowAt) == 0 {
-				got.EmptyRowAt = nil
-			}
 			if rep.Conformant != c.conformant {
 				t.Errorf("conformant %v, want %v: %v", rep.Conformant, c.conformant, rep.Why)
 			}
-			t.Logf("%s: %d calls in %.2f s; float32 error ratio %v; not conformant because %v", rep.Implementation, rep.Calls, rep.Seconds, ratio(rep.Card), rep.Why)
+			t.Logf("%s: %d calls in %.2f s; float32 error ratio %v; verdict %s because %v", rep.Implementation, rep.Calls, rep.Seconds, ratio(rep.Card), rep.Verdict, rep.Why)
 		})
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the README's table of conform cards from this run")
+
+// TestREADMECards compares the README's table of cards with this run's:
+// every row is measured (go test ./adapters -run READMECards -update
+// writes them).
+func TestREADMECards(t *testing.T) {
+	if why := torchMissing() + ortMissing(); why != "" {
+		t.Skip("the table needs every adapter: " + why)
+	}
+	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | checks | verdict |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|"}
+	ref, err := conform.Run(context.Background(), conform.Reference(), "position")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows = append(rows, tableRow("attnlab reference (`-impl reference`)", ref))
+	for _, c := range cardCases {
+		var rep *conform.Report
+		t.Run(c.name, func(t *testing.T) { rep = runCard(t, c) })
+		if rep == nil {
+			t.FailNow()
+		}
+		rows = append(rows, tableRow(rep.Implementation, rep))
+	}
+	want := strings.Join(rows, "\n") + "\n"
+	const begin, end = "<!-- conform cards: go test ./adapters -run READMECards -update -->\n", "<!-- end of conform cards -->"
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no block between %q and %q", begin, end)
+	}
+	if *update {
+		if err := os.WriteFile("../README.md", []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got := s[i+len(begin) : j]; got != want {
+		t.Errorf("the README's table of cards is not this run's; go test ./adapters -run READMECards -update. Want:\n%s\ngot:\n%s", want, got)
+	}
+}
+
+// tableRow is one implementation's row of the README's table.
+func tableRow(name string, rep *conform.Report) string {
+	c := rep.Card
+	empty := c.EmptyRow
+	for _, place := range conform.EmptyRowPlaces {
+		if v, ok := c.EmptyRowAt[place]; ok && v != c.EmptyRow {
+			empty += fmt.Sprintf(" (%s row: %s)", place, v)
+		}
+	}
+	layouts := "n/a"
+	if c.CacheLayouts != nil {
+		var bad []string
+		for _, l := range []string{"static", "left-padded", "out-of-order"} {
+			if c.CacheLayouts[l] != conform.OK {
+				bad = append(bad, l+": "+c.CacheLayouts[l])
+			}
+		}
+		layouts = "all 3 ok"
+		if len(bad) > 0 {
+			layouts = strings.Join(bad, "; ")
+		}
+	}
+	var pass, fail, uncovered, skipped int
+	for _, ch := range rep.Checks {
+		switch {
+		case ch.Status == conform.Pass:
+			pass++
+		case ch.Status == conform.Fail:
+			fail++
+		case ch.Undeclared:
+			uncovered++
+		default:
+			skipped++
+		}
+	}
+	checks := fmt.Sprintf("%d pass, %d fail, %d not declared", pass, fail, uncovered)
+	if skipped > 0 {
+		checks += fmt.Sprintf(", %d not established", skipped)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, c.CausalMLtN, c.CausalMGtN, c.CausalM1,
+		empty, c.WindowKeys, c.ExtremeLogits, layouts, c.GQA, c.Scale, checks, rep.Verdict)
 }
 
 func ratio(c *conform.Card) any {
