@@ -272,11 +272,21 @@ func pathError(op, path string, err error) error {
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if dir := filepath.Dir(filepath.Clean(path)); !exists(dir) {
-			return fmt.Errorf("%s %s: the folder %s does not exist", op, path, dir)
+			return &missingFolderError{op: op, path: path, dir: dir}
 		}
 	}
 	return fmt.Errorf("%s %s: %w", op, path, err)
 }
+
+// missingFolderError says the folder a file was to be written in does
+// not exist; it is an fs.ErrNotExist.
+type missingFolderError struct{ op, path, dir string }
+
+func (e *missingFolderError) Error() string {
+	return fmt.Sprintf("%s %s: the folder %s does not exist", e.op, e.path, e.dir)
+}
+
+func (e *missingFolderError) Unwrap() error { return fs.ErrNotExist }
 
 func exists(path string) bool {
 	_, err := os.Stat(path)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,6 +168,9 @@ func TestWriteNamesWhatTheUserTyped(t *testing.T) {
 	err := WriteFile(filepath.Join(missing, "f"), nil, 0o644)
 	if err == nil || !strings.Contains(err.Error(), "the folder "+missing+" does not exist") || strings.Contains(err.Error(), ".attnlab-") {
 		t.Errorf("writing into a missing folder: %v", err)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("writing into a missing folder: %v is not fs.ErrNotExist", err)
 	}
 	err = ReplaceDir(filepath.Join(missing, "d"), fillWith("x"))
 	if err == nil || !strings.Contains(err.Error(), "the folder "+missing+" does not exist") || strings.Contains(err.Error(), ".attnlab-") {
