@@ -52,12 +52,18 @@ type SurveyOptions struct {
 	Frac      float64 // share of units held out (HeldOut)
 }
 
+// MaxFileKB bounds SurveyOptions.MaxFileKB: a terabyte, whose count of
+// bytes cannot overflow.
+const MaxFileKB = 1 << 30
+
 // Validate checks the options before any work, naming each by its flag of
 // attnlab corpus stats.
 func (o SurveyOptions) Validate() error {
 	switch {
 	case !(o.Frac >= 0 && o.Frac <= 1) || o.MaxFileKB < 0:
 		return fmt.Errorf("-val-frac %g, -max-file-kb %d: want a share in [0, 1] and a size >= 0", o.Frac, o.MaxFileKB)
+	case o.MaxFileKB > MaxFileKB:
+		return fmt.Errorf("-max-file-kb %d: want at most %d (0: no limit)", o.MaxFileKB, int64(MaxFileKB))
 	case o.Dir == "" && !o.Std:
 		return errors.New("nothing to read: give -dir, or leave -std on")
 	}

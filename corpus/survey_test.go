@@ -50,6 +50,8 @@ func TestSurveyOptionsValidate(t *testing.T) {
 		{SurveyOptions{Std: true, Frac: 1.5}, "-val-frac 1.5, -max-file-kb 0: want a share in [0, 1] and a size >= 0"},
 		{SurveyOptions{Std: true, MaxFileKB: -1}, "-val-frac 0, -max-file-kb -1: want a share in [0, 1] and a size >= 0"},
 		{SurveyOptions{Frac: 0.1}, "nothing to read: give -dir, or leave -std on"},
+		{SurveyOptions{Std: true, MaxFileKB: 1 << 62}, "-max-file-kb 4611686018427387904: want at most 1073741824 (0: no limit)"}, // its bytes overflowed
+		{SurveyOptions{Std: true, MaxFileKB: MaxFileKB}, ""},
 	} {
 		got := ""
 		if err := tc.o.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package gradcheck
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -223,16 +224,26 @@ func (r Report) String() string {
 // differ in length, if Always names an unknown Param or an index out of
 // range, or if loss modifies any X.
 func Check(loss func() float64, params []Param, opt Options) Report {
+	r, _ := CheckContext(context.Background(), loss, params, opt)
+	return r
+}
+
+// CheckContext is Check that stops when ctx is done, between two
+// evaluations of loss, with the params restored and ctx's error.
+func CheckContext(ctx context.Context, loss func() float64, params []Param, opt Options) (Report, error) {
 	opt = opt.withDefaults()
 	idx := sample(params, opt)
 	snap := snapshot(params)
 	noise := 0.0
 	if !opt.Fixed {
-		noise = measureNoise(loss, params, snap, opt)
+		var err error
+		if noise, err = measureNoise(ctx, loss, params, snap, opt); err != nil {
+			return Report{}, err
+		}
 	}
-	r := check(loss, params, idx, opt, noise)
+	r, err := check(ctx, loss, params, idx, opt, noise)
 	verify(params, snap)
-	return r
+	return r, err
 }
 
 // Directional compares, for count seeded random unit directions u over the
@@ -243,6 +254,13 @@ func Check(loss func() float64, params []Param, opt Options) Report {
 // one Element per direction, with Index the direction number and Param
 // "direction"; opt.MaxPerParam and opt.Always are not used.
 func Directional(loss func() float64, params []Param, count int, opt Options) Report {
+	r, _ := DirectionalContext(context.Background(), loss, params, count, opt)
+	return r
+}
+
+// DirectionalContext is Directional that stops when ctx is done, between
+// two evaluations of loss, with the params restored and ctx's error.
+func DirectionalContext(ctx context.Context, loss func() float64, params []Param, count int, opt Options) (Report, error) {
 	opt = opt.withDefaults()
 	if count < 0 {
 		panic(fmt.Sprintf("gradcheck: negative direction count %d", count))
@@ -262,7 +280,10 @@ func Directional(loss func() float64, params []Param, count int, opt Options) Re
 
 	noise := 0.0
 	if !opt.Fixed && count > 0 {
-		noise = measureNoise(loss, params, snap, opt)
+		var err error
+		if noise, err = measureNoise(ctx, loss, params, snap, opt); err != nil {
+			return Report{}, err
+		}
 	}
 	s := stencilFor(opt)
 	rnd := rand.New(rand.NewPCG(opt.Seed, streamDirection))
@@ -278,6 +299,9 @@ func Directional(loss func() float64, params []Param, count int, opt Options) Re
 			}
 			k += len(p.Grad)
 		}
+		if err := ctx.Err(); err != nil {
+			return Report{}, err
+		}
 		f := s.evaluate(func(h float64) float64 {
 			moveAlong(params, snap, u, h)
 			l := loss()
@@ -292,7 +316,7 @@ func Directional(loss func() float64, params []Param, count int, opt Options) Re
 	acc.addParam(pa)
 	r := acc.report()
 	verify(params, snap)
-	return r
+	return r, nil
 }
 
 // unitVector returns n Gaussian values drawn from rnd, scaled to unit norm.
@@ -362,6 +386,13 @@ func (rows SweepRows) Slopes() []float64 {
 // stencil), and the rounding regime, where it grows as 1/eps. opt.Eps is
 // ignored.
 func Sweep(loss func() float64, params []Param, eps []float64, opt Options) SweepRows {
+	rows, _ := SweepContext(context.Background(), loss, params, eps, opt)
+	return rows
+}
+
+// SweepContext is Sweep that stops when ctx is done, between two
+// evaluations of loss, with the params restored and ctx's error.
+func SweepContext(ctx context.Context, loss func() float64, params []Param, eps []float64, opt Options) (SweepRows, error) {
 	opt.Eps, opt.Fixed = 0, true
 	opt = opt.withDefaults()
 	idx := sample(params, opt)
@@ -373,11 +404,15 @@ func Sweep(loss func() float64, params []Param, eps []float64, opt Options) Swee
 		}
 		o := opt
 		o.Eps = h
-		r := check(loss, params, idx, o, 0)
+		r, err := check(ctx, loss, params, idx, o, 0)
+		if err != nil {
+			verify(params, snap)
+			return nil, err
+		}
 		rows[i] = SweepRow{Eps: h, MaxAbs: r.MaxAbs, MaxRel: r.MaxRel, NormRel: r.NormRel, Failed: r.Failed}
 	}
 	verify(params, snap)
-	return rows
+	return rows, nil
 }
 
 // Decades returns steps from from to to (in either direction), evenly
@@ -424,8 +459,9 @@ func Decades(from, to float64, perDecade int) []float64 {
 
 // check runs the element-by-element comparison on the given indices with
 // rounding noise η = noise per evaluation. opt must have its defaults
-// filled in.
-func check(loss func() float64, params []Param, idx [][]int, opt Options, noise float64) Report {
+// filled in. It stops with ctx's error, the params restored, when ctx is
+// done.
+func check(ctx context.Context, loss func() float64, params []Param, idx [][]int, opt Options, noise float64) (Report, error) {
 	method := MethodCentral
 	if opt.Precise {
 		method = MethodCentral4
@@ -444,6 +480,9 @@ func check(loss func() float64, params []Param, idx [][]int, opt Options, noise 
 	for pi, p := range params {
 		pa := newParamAccumulator(p.Name)
 		for _, i := range idx[pi] {
+			if err := ctx.Err(); err != nil {
+				return Report{}, err
+			}
 			v := p.X[i]
 			cur, curIdx, saved = pi, i, v
 			f := s.evaluate(func(h float64) float64 {
@@ -461,7 +500,7 @@ func check(loss func() float64, params []Param, idx [][]int, opt Options, noise 
 		}
 		acc.addParam(pa)
 	}
-	return acc.report()
+	return acc.report(), nil
 }
 
 // A stencil is a difference formula: the derivative at x is
@@ -557,18 +596,21 @@ const (
 // estimates from the 4th, 5th and 6th differences of the probe,
 // σ̂_k² = γ_k·mean((Δᵏ L)²) with γ_k = (k!)²/(2k)!. The parameters are
 // restored on return.
-func measureNoise(loss func() float64, params []Param, snap [][]float64, opt Options) float64 {
+func measureNoise(ctx context.Context, loss func() float64, params []Param, snap [][]float64, opt Options) (float64, error) {
 	n := 0
 	for _, p := range params {
 		n += len(p.X)
 	}
 	if n == 0 {
-		return 0
+		return 0, nil
 	}
 	defer restore(params, snap)
 	v := unitVector(rand.New(rand.NewPCG(opt.Seed, streamNoise)), n)
 	f := make([]float64, 2*noisePoints+1)
 	for k := range f {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		moveAlong(params, snap, v, float64(k-noisePoints)*noiseStep*opt.Eps)
 		f[k] = loss()
 		if name, ok := movedAlong(params, snap, v, float64(k-noisePoints)*noiseStep*opt.Eps); !ok {
@@ -578,7 +620,7 @@ func measureNoise(loss func() float64, params []Param, snap [][]float64, opt Opt
 	floor := unitRound * math.Abs(f[noisePoints])
 	for _, x := range f {
 		if !finite(x) {
-			return floor
+			return floor, nil
 		}
 	}
 	var sigma float64
@@ -600,7 +642,7 @@ func measureNoise(loss func() float64, params []Param, snap [][]float64, opt Opt
 		gamma := fk * fk / math.Gamma(float64(2*k+1))
 		sigma = max(sigma, math.Sqrt(gamma*ss/float64(len(diffs))))
 	}
-	return max(3*sigma, floor)
+	return max(3*sigma, floor), nil
 }
 
 // sample returns, for each param, the sorted indices to check.

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -24,8 +25,9 @@ type GradOptions struct {
 
 // Validate checks o's numbers before any work, naming each by its flag of
 // attnlab gradcheck: a step and a tolerance finite and >= 0 (0: the
-// default), directions >= 0, every count of the sizes >= 1, a window >= 0,
-// and query heads a multiple of the key/value heads.
+// default), directions >= 0, every count of the sizes in [1, MaxSize], a
+// window >= 0, query heads a multiple of the key/value heads, and the
+// memory of the operation's instance within what the machine has.
 func (o GradOptions) Validate() error {
 	for _, f := range []struct {
 		name string
@@ -43,8 +45,8 @@ func (o GradOptions) Validate() error {
 		name string
 		v    int
 	}{{"-b", s.B}, {"-t", s.T}, {"-m", s.M}, {"-n", s.N}, {"-dim", s.Dim}, {"-hq", s.Hq}, {"-hkv", s.Hkv}, {"-d", s.D}, {"-dv", s.Dv}, {"-f", s.F}} {
-		if v.v < 1 {
-			return fmt.Errorf("%s %d: want >= 1", v.name, v.v)
+		if v.v < 1 || v.v > MaxSize {
+			return fmt.Errorf("%s %d: want in [1, %d]", v.name, v.v, MaxSize)
 		}
 	}
 	if s.Window < 0 {
@@ -53,7 +55,7 @@ func (o GradOptions) Validate() error {
 	if s.Hq%s.Hkv != 0 {
 		return fmt.Errorf("-hq %d is not a multiple of -hkv %d", s.Hq, s.Hkv)
 	}
-	return nil
+	return o.checkMemory()
 }
 
 // GradResult is what GradCheck measured.
@@ -75,8 +77,9 @@ type SizeError struct{ Err error }
 func (e *SizeError) Error() string { return e.Err.Error() }
 func (e *SizeError) Unwrap() error { return e.Err }
 
-// GradCheck runs the check o describes.
-func GradCheck(o GradOptions) (*GradResult, error) {
+// GradCheck runs the check o describes. It stops with ctx's error when ctx
+// is done, between two evaluations of the loss.
+func GradCheck(ctx context.Context, o GradOptions) (*GradResult, error) {
 	op, ok := Find(o.Op)
 	if !ok {
 		return nil, &SizeError{fmt.Errorf("unknown operation %q (operations: %v)", o.Op, Names())}
@@ -107,16 +110,22 @@ func GradCheck(o GradOptions) (*GradResult, error) {
 	if opt.Rel == 0 && o.Float32 {
 		opt.Rel, opt.Abs = 1e-3, 1e-5
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	switch {
 	case o.Sweep:
-		res.Sweep = gradcheck.Sweep(loss, params, gradcheck.Decades(1e-1, 1e-12, 2), opt)
+		res.Sweep, err = gradcheck.SweepContext(ctx, loss, params, gradcheck.Decades(1e-1, 1e-12, 2), opt)
 	case o.Directions > 0:
 		if opt.Abs == 0 { // a directional derivative is measured against ‖∇L‖
 			opt.Abs = max(opt.Rel, gradcheck.DefaultRel) * checks.GradNorm(params)
 		}
-		res.Report = gradcheck.Directional(loss, params, o.Directions, opt)
+		res.Report, err = gradcheck.DirectionalContext(ctx, loss, params, o.Directions, opt)
 	default:
-		res.Report = gradcheck.Check(loss, params, opt)
+		res.Report, err = gradcheck.CheckContext(ctx, loss, params, opt)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }

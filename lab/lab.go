@@ -158,10 +158,14 @@ func (o OpInfo) Fault(name string) (FaultInfo, bool) {
 // Runner is a row of the registry, whatever its implementation type.
 type Runner interface {
 	Info() OpInfo
-	// Run runs every check on the correct implementation and on every fault.
-	Run() OpReport
-	// RunFaults runs every check on every fault, spread over the CPUs.
-	RunFaults() []FaultOutcome
+	// Run runs every check on the correct implementation and on every
+	// fault; when ctx is done it stops after the check in progress with
+	// ctx's error.
+	Run(ctx context.Context) (OpReport, error)
+	// RunFaults runs every check on every fault, spread over the CPUs;
+	// when ctx is done it stops after the checks in progress with ctx's
+	// error.
+	RunFaults(ctx context.Context) ([]FaultOutcome, error)
 	// RunFault runs every check on the fault called name; ok is false when
 	// the operation has no such fault.
 	RunFault(name string) (fo FaultOutcome, ok bool)
@@ -184,42 +188,49 @@ func (o Op[I]) Info() OpInfo {
 }
 
 // Run runs every check on the reference and on every fault.
-func (o Op[I]) Run() OpReport {
+func (o Op[I]) Run(ctx context.Context) (OpReport, error) {
 	r := OpReport{Op: o.Name, Impl: o.Impl}
 	for _, c := range o.Suite.Checks {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
 		res := c.Run(o.Reference)
 		res.Check = c.Name
 		r.Checks = append(r.Checks, CheckOutcome{Result: res, Kind: c.Kind, Claim: c.Claim, Limit: c.Limit})
 	}
-	r.Faults = o.RunFaults()
-	return r
+	var err error
+	r.Faults, err = o.RunFaults(ctx)
+	return r, err
 }
 
 // RunFaults runs every check on every fault, spread over the CPUs.
-func (o Op[I]) RunFaults() []FaultOutcome {
+func (o Op[I]) RunFaults(ctx context.Context) ([]FaultOutcome, error) {
 	out := make([]FaultOutcome, len(o.Faults))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for x := range work {
-				out[x] = runFault(o.Faults[x], o.Suite.Checks)
+				out[x] = runFault(ctx, o.Faults[x], o.Suite.Checks)
 			}
 		})
 	}
 	for x := range o.Faults {
+		if ctx.Err() != nil {
+			break
+		}
 		work <- x
 	}
 	close(work)
 	wg.Wait()
-	return out
+	return out, ctx.Err()
 }
 
 // RunFault runs every check on the fault called name.
 func (o Op[I]) RunFault(name string) (FaultOutcome, bool) {
 	for _, f := range o.Faults {
 		if f.Name == name {
-			return runFault(f, o.Suite.Checks), true
+			return runFault(context.Background(), f, o.Suite.Checks), true
 		}
 	}
 	return FaultOutcome{}, false
@@ -255,9 +266,14 @@ func (o Op[I]) Instance(fault string, s checks.Sizes, seed uint64, float32 bool)
 	return c64, c32, nil
 }
 
-func runFault[I any](f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
+// runFault runs the checks all on f, up to the first check after ctx is
+// done.
+func runFault[I any](ctx context.Context, f faults.Fault[I], all []checks.Check[I]) FaultOutcome {
 	fo := FaultOutcome{Name: f.Name, Breaks: f.Breaks, FDBlind: f.FDBlind, Kinds: map[checks.Kind]int{}}
 	for _, c := range all {
+		if ctx.Err() != nil {
+			break
+		}
 		res := c.Run(f.Impl)
 		res.Check = c.Name
 		fo.Results = append(fo.Results, res)
@@ -321,7 +337,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.Ops = append(r.Ops, o.Run())
+		or, err := o.Run(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.Ops = append(r.Ops, or)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -145,7 +145,7 @@ func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
 	}
 	m, err := New[T](cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
 	}
 	path := filepath.Join(dir, WeightsFile)
 	f, err := safetensors.ReadFile(path)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/attnlab/attnlab/internal/memlimit"
 )
 
 // Config describes a Llama-style decoder with the field names of Hugging
@@ -48,24 +50,41 @@ func (c Config) Head() int {
 	return c.HiddenSize / c.NumAttentionHeads
 }
 
-// Validate reports the first inconsistency, naming the config.json field.
+// The largest sizes a config may give, far above any model this package
+// runs: a config.json beyond them is refused before anything is
+// allocated. Within them, New still refuses a model whose weights do not
+// fit in memory.
+const (
+	// MaxDim bounds hidden_size, intermediate_size, head_dim, vocab_size,
+	// num_attention_heads and num_key_value_heads.
+	MaxDim = 1 << 20
+	// MaxLayers bounds num_hidden_layers.
+	MaxLayers = 1 << 12
+	// MaxPositions bounds max_position_embeddings. No table is allocated
+	// by it, but windows default to it (attnlab lm-eval -window 0).
+	MaxPositions = 1 << 24
+)
+
+// Validate reports the first inconsistency, naming the config.json field;
+// every size must be within the limits above.
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
+		max  int
 	}{
-		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize},
-		{"num_hidden_layers", c.NumHiddenLayers}, {"num_attention_heads", c.NumAttentionHeads},
-		{"num_key_value_heads", c.NumKeyValueHeads}, {"vocab_size", c.VocabSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings},
+		{"hidden_size", c.HiddenSize, MaxDim}, {"intermediate_size", c.IntermediateSize, MaxDim},
+		{"num_hidden_layers", c.NumHiddenLayers, MaxLayers}, {"num_attention_heads", c.NumAttentionHeads, MaxDim},
+		{"num_key_value_heads", c.NumKeyValueHeads, MaxDim}, {"vocab_size", c.VocabSize, MaxDim},
+		{"max_position_embeddings", c.MaxPositionEmbeddings, MaxPositions},
 	} {
-		if f.v < 1 {
-			return fmt.Errorf("model: config %s = %d, want >= 1", f.name, f.v)
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("model: config %s = %d, want in [1, %d]", f.name, f.v, f.max)
 		}
 	}
 	switch {
-	case c.HeadDim < 0:
-		return fmt.Errorf("model: config head_dim = %d, want >= 0", c.HeadDim)
+	case c.HeadDim < 0 || c.HeadDim > MaxDim:
+		return fmt.Errorf("model: config head_dim = %d, want in [0, %d] (0: hidden_size / num_attention_heads)", c.HeadDim, MaxDim)
 	case c.HeadDim == 0 && c.HiddenSize%c.NumAttentionHeads != 0:
 		return fmt.Errorf("model: config hidden_size = %d is not a multiple of num_attention_heads = %d (set head_dim)", c.HiddenSize, c.NumAttentionHeads)
 	case c.Head()%2 != 0:
@@ -86,6 +105,39 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// NumParams returns the number of parameters of a model of c (math.MaxInt
+// when that overflows): the elements of every tensor of Model.Tensors. c
+// must be valid.
+func (c Config) NumParams() int {
+	D, F, V, L := c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumHiddenLayers
+	q, kv := memlimit.Mul(c.NumAttentionHeads, c.Head()), memlimit.Mul(c.NumKeyValueHeads, c.Head())
+	heads := 1
+	if !c.TieWordEmbeddings {
+		heads = 2
+	}
+	block := memlimit.Add(2*D, memlimit.Mul(2, q, D), memlimit.Mul(2, kv, D), memlimit.Mul(3, D, F))
+	return memlimit.Add(memlimit.Mul(heads, V, D), D, memlimit.Mul(L, block))
+}
+
+// ActsSize returns the number of elements of the activations of B
+// sequences of T tokens (math.MaxInt when that overflows): what NewActs
+// (or, checkpointed, NewCheckpointedActs) allocates and the buffers
+// Backward adds. c must be valid, B and T >= 0.
+func (c Config) ActsSize(B, T int, checkpointed bool) int {
+	D, F, V, L := c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumHiddenLayers
+	q, kv := memlimit.Mul(c.NumAttentionHeads, c.Head()), memlimit.Mul(c.NumKeyValueHeads, c.Head())
+	blocks := L
+	if checkpointed {
+		blocks = 1
+	}
+	// per token: the residual stream of every block and the final norm,
+	// the logits, their softmax and gradient; a block's norms, SwiGLU and
+	// attention caches and gradients
+	block := memlimit.Add(memlimit.Mul(8, D), 2, memlimit.Mul(3, F), memlimit.Mul(8, q), memlimit.Mul(6, kv), c.NumAttentionHeads)
+	token := memlimit.Add(memlimit.Mul(L+4, D), 1, memlimit.Mul(3, V), memlimit.Mul(blocks, block))
+	return memlimit.Mul(B, T, token)
 }
 
 // MarshalJSON writes c as a Hugging Face LlamaConfig.

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"unsafe"
+
+	"github.com/attnlab/attnlab/internal/memlimit"
 )
 
 // Sampling chooses the next token from logits. The zero value is greedy.
@@ -119,6 +122,30 @@ type GenerateOptions struct {
 	First [][]int
 }
 
+// CheckGenerate returns the error of Generate for prompts continued by
+// maxNew tokens, before any work: an empty prompt, a row that would pass
+// max_position_embeddings, or a KV cache and logits that do not fit in the
+// memory available.
+func (m *Model[T]) CheckGenerate(prompts [][]int, maxNew int) error {
+	c, L := m.Config, 0
+	for r, pr := range prompts {
+		if len(pr) == 0 {
+			return fmt.Errorf("model: generate: prompt %d is empty", r)
+		}
+		if len(pr)+maxNew > c.MaxPositionEmbeddings {
+			return fmt.Errorf("model: generate: prompt %d has %d tokens; with %d new ones it passes max_position_embeddings = %d",
+				r, len(pr), maxNew, c.MaxPositionEmbeddings)
+		}
+		L = max(L, len(pr))
+	}
+	var z T
+	B, capacity := len(prompts), L+max(maxNew-1, 0)
+	cache := memlimit.Mul(2, c.NumHiddenLayers, B, c.NumKeyValueHeads, capacity, c.Head())
+	// the prefill's logits and activations: a forward of B·L tokens
+	need := memlimit.Mul(memlimit.Add(cache, c.ActsSize(B, L, true)), int(unsafe.Sizeof(z)))
+	return memlimit.Check(fmt.Sprintf("model: generate: %d prompts of up to %d tokens and %d new ones", B, L, maxNew), need, "KV cache and activations")
+}
+
 // Generate continues each prompt by up to o.MaxNew tokens, all rows at once:
 // the prompts are left-padded to one length, prefilled in one chunk, then
 // decoded one token per step through a KV cache. emit, when not nil, is
@@ -145,14 +172,10 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 			}
 		}
 	}
-	for r, pr := range prompts {
-		if len(pr) == 0 {
-			return nil, fmt.Errorf("model: generate: prompt %d is empty", r)
-		}
-		if len(pr)+o.MaxNew > m.Config.MaxPositionEmbeddings {
-			return nil, fmt.Errorf("model: generate: prompt %d has %d tokens; with %d new ones it passes max_position_embeddings = %d",
-				r, len(pr), o.MaxNew, m.Config.MaxPositionEmbeddings)
-		}
+	if err := m.CheckGenerate(prompts, o.MaxNew); err != nil {
+		return nil, err
+	}
+	for _, pr := range prompts {
 		L = max(L, len(pr))
 	}
 	tokens, valid := make([]int, B*L), make([]bool, B*L)

@@ -2,8 +2,10 @@ package model
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -23,9 +25,16 @@ type Model[T nn.Float] struct {
 	Block  Block[T]
 }
 
-// New returns the model of cfg, or the error of cfg.Validate.
+// New returns the model of cfg, or the error of cfg.Validate, or an error
+// when the weights of cfg (NumParams elements of T) do not fit in the
+// memory available.
 func New[T nn.Float](cfg Config) (*Model[T], error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var z T
+	n := cfg.NumParams()
+	if err := memlimit.Check(fmt.Sprintf("model: a config of %d parameters", n), memlimit.Mul(n, int(unsafe.Sizeof(z))), fmt.Sprintf("%T weights", z)); err != nil {
 		return nil, err
 	}
 	dh := cfg.Head()

@@ -23,11 +23,15 @@ type Ranker interface {
 	Score(query string, docs []int, scores []float64)
 }
 
+// MaxWorkers bounds EvalOptions.Workers as a command takes it: far more
+// goroutines than any machine has cores.
+const MaxWorkers = 1 << 10
+
 // EvalOptions controls Evaluate. The zero value means the defaults.
 type EvalOptions struct {
 	Candidates int    // CodeSearchNet candidate set: the gold and Candidates−1 distractors (default 1000)
 	Seed       uint64 // seed of the distractor draw (default 1)
-	Workers    int    // goroutines (default GOMAXPROCS)
+	Workers    int    // goroutines (default GOMAXPROCS; never more than the queries)
 	NoCSN      bool   // skip the CodeSearchNet protocol (its metrics stay 0)
 }
 
@@ -82,6 +86,7 @@ func Evaluate(ctx context.Context, r Ranker, queries []string, nDocs int, opt Ev
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
+	opt.Workers = min(opt.Workers, max(len(queries), 1))
 	m := Metrics{
 		Queries: len(queries), Docs: nDocs,
 		CSNCandidates: min(opt.Candidates, nDocs),

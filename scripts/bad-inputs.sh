@@ -119,7 +119,7 @@ expect 1 'the run was trained with other options \(-steps 4 \(now 6\)\)' -- trai
 expect 1 'no checkpoint had been saved, so nothing of the run is kept' -- train $tiny -steps 10 -lr 1e30 -out "$work/run-nan"
 [ -e "$work/run-nan" ] && { echo "FAIL a run that kept nothing left its folder"; fails=$((fails + 1)); } || echo "ok   a run that kept nothing left no folder"
 expect 1 'the last good checkpoint, step 1, is kept' -- train $tiny -steps 10 -lr 1e30 -ckpt-every 1 -out "$work/run-nan"
-expect 2 '-out is empty' -- train $tiny -steps 2 -out ""
+expect 2 '-out ""' -- train $tiny -steps 2 -out ""
 
 echo "== the oracle never overwrites"
 python3 - "$work/in.safetensors" <<'PY' 2>/dev/null || printf '\x10\x00\x00\x00\x00\x00\x00\x00{"q":' >"$work/in.safetensors"
@@ -173,6 +173,38 @@ expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/
 expect 2 'input' -- retriever eval -data "$work/retr-link/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr" -force
 unchanged "$work/retr"
 
+echo "== sizes checked before allocating"
+mkdir -p "$work/huge"
+echo '{"hidden_size": 1000000000, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 300, "max_position_embeddings": 64}' >"$work/huge/config.json"
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' >"$work/huge/model.safetensors"
+expect 1 'config.json: model: config hidden_size = 1000000000, want in' -- generate -model "$work/huge" -prompt x
+expect 1 'config.json: model: config hidden_size' -- lm-eval -model "$work/huge" -src "$src" -quiet
+expect 2 'batch 100000000: want at most' -- train $tiny -batch 100000000 -out "$work/r-big"
+expect 2 'batch 1048576 × window 256 needs .* available' -- train $tiny -batch 1048576 -window 256 -out "$work/r-big"
+expect 2 'dim 100000000: want at most' -- train $tiny -dim 100000000 -out "$work/r-big"
+expect 2 '-m 100000 -n 100000 .*needs .* available' -- gradcheck -m 100000 -n 100000
+expect 2 '-m 10000000: want in' -- gradcheck -m 10000000
+expect 2 '-batch 100000000' -- lm-eval -model "$work/run/checkpoint" -src "$src" -batch 100000000
+expect 2 'batch 1048576 × window 256 needs' -- lm-eval -model "$work/run/checkpoint" -src "$src" -batch 1048576
+expect 2 '-n 100000' -- generate -model "$work/run/checkpoint" -prompt x -n 100000
+expect 2 'batch 100000000: want at most' -- retriever train -data "$work/retr" -out "$work/r-big" -batch 100000000
+expect 2 'groups 100000000: want at most' -- retriever rerank -data "$work/retr" -out "$work/r-big" -groups 100000000
+expect 2 '-workers 100000000' -- retriever eval -data "$work/retr/train.jsonl" -workers 100000000
+[ -e "$work/r-big" ] && { echo "FAIL a refused command wrote"; fails=$((fails + 1)); } || echo "ok   nothing written"
+
+echo "== flag errors are usage errors, checked before the work"
+expect 2 '-op "nosuch"' -- ref -op nosuch -in "$work/in.safetensors" -out "$work/o2.safetensors"
+expect 2 '-dtype "float16"' -- ref -op attention -dtype float16 -in "$work/in.safetensors" -out "$work/o2.safetensors"
+expect 2 'window 100000, want in \[2, max_position_embeddings' -- lm-eval -model "$work/run/checkpoint" -src "$src" -window 100000
+expect 2 'without -sweep' -- gradcheck -plot "$work/x.png"
+expect 2 '-out ""' -- train $tiny -out ""
+expect 2 '-out ""' -- retriever data -src "$src" -out ""
+expect 2 '-out ""' -- retriever train -data "$work/retr" -out ""
+expect 2 '-mine-margin NaN' -- retriever diagnose -data "$work/retr" -mine-margin NaN
+expect 1 'x.png: the folder .*none does not exist' -- lab -plot "$work/none/x.png"
+expect 1 'x.png: the folder .*none does not exist' -- gradcheck -sweep -plot "$work/none/x.png"
+expect 1 '^attnlab search: -reranker: ' -- search -src "$src" -cache "" -quiet -reranker "$work/nosuch" twice x
+
 echo "== interrupts"
 interrupt INT 130 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
 interrupt TERM 143 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
@@ -192,6 +224,15 @@ for gap in 0.001 0.02 0.2; do
     echo "FAIL SIGTERM twice ($gap s apart) -> exit $code, checkpoint: $(ls "$work/run-twice-$gap" 2>&1 | tr '\n' ' ')"; fails=$((fails + 1))
   fi
 done
+interrupt TERM 143 1 -- gradcheck -m 64 -n 128 -d 16 -dv 16
+interrupt INT 130 1 -- gradcheck -m 32 -n 64 -d 16 -dv 16 -sweep
+mkfifo "$work/fifo"
+interrupt TERM 143 0.5 -- ref -op attention -in "$work/fifo" -out "$work/fifo-out.safetensors"
+interrupt INT 130 0.5 -- ref -op attention -in "$work/fifo" -out "$work/fifo-out.safetensors"
+[ -e "$work/fifo-out.safetensors" ] && { echo "FAIL an interrupted ref wrote"; fails=$((fails + 1)); } || echo "ok   an interrupted ref wrote nothing"
+interrupt TERM 143 1 -- faults -op decoder
+interrupt INT 130 2 -- lab -op decoder
+interrupt TERM 143 1 -- lm-eval -src "$(go env GOROOT)/src/net/http" -quiet -no-compressors
 
 echo
 if [ $fails -gt 0 ]; then echo "$fails case(s) failed"; exit 1; fi

@@ -7,9 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/internal/compress"
+	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/tokenizer"
@@ -50,7 +52,7 @@ type ScoreOptions struct {
 	// of context (all of them, up to the file's start, near its start).
 	// 0: Window/2.
 	Stride   int
-	Batch    int               // windows per forward pass; 0: 8
+	Batch    int               // windows per forward pass, at most MaxBatch; 0: 8
 	Progress func(done, n int) // windows scored of all
 }
 
@@ -60,26 +62,17 @@ type ScoreOptions struct {
 // tokens before it in the same file, through windows of opts.Window tokens
 // that advance by opts.Stride. Bits per byte count every byte of every
 // file once. It stops with ctx's error when ctx is done.
+//
+// Options that do not suit m (a window beyond its positions, a batch whose
+// activations do not fit in memory) are an *OptionError.
 func ScoreFiles[T nn.Float](ctx context.Context, m *model.Model[T], p *model.Params[T], enc Encoder, eos int, files []TextFile, o ScoreOptions) (*Score, error) {
-	W := o.Window
-	if W == 0 {
-		W = m.Config.MaxPositionEmbeddings
+	var z T
+	W, stride, B, err := o.resolve(m.Config, int(unsafe.Sizeof(z)))
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case W < 2 || W > m.Config.MaxPositionEmbeddings:
-		return nil, fmt.Errorf("train: score: window %d, want in [2, max_position_embeddings = %d]", W, m.Config.MaxPositionEmbeddings)
-	case o.Stride < 0 || o.Stride >= W:
-		return nil, fmt.Errorf("train: score: stride %d, want in [1, window %d)", o.Stride, W)
-	case len(files) == 0:
+	if len(files) == 0 {
 		return nil, errors.New("train: score: no files")
-	}
-	stride := o.Stride
-	if stride == 0 {
-		stride = W / 2
-	}
-	B := o.Batch
-	if B < 1 {
-		B = 8
 	}
 
 	// Every window: its tokens and from which position on it scores.
@@ -175,6 +168,48 @@ func nll[T nn.Float](logits []T, target int) float64 {
 	return mx + math.Log(sum) - float64(logits[target])
 }
 
+// An OptionError is an option that does not suit the model it is used
+// with: a window beyond its positions, a stride not below the window, a
+// batch whose activations do not fit in memory. It is the caller's
+// mistake, not a failure of the model.
+type OptionError struct{ Err error }
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// resolve returns the window, stride and batch of o for a model of c whose
+// values take elem bytes, after checking them and the memory of their
+// activations.
+func (o ScoreOptions) resolve(c model.Config, elem int) (W, stride, B int, err error) {
+	W = o.Window
+	if W == 0 {
+		W = c.MaxPositionEmbeddings
+	}
+	switch {
+	case W < 2 || W > c.MaxPositionEmbeddings:
+		return 0, 0, 0, &OptionError{fmt.Errorf("train: score: window %d, want in [2, max_position_embeddings = %d]", W, c.MaxPositionEmbeddings)}
+	case o.Stride < 0 || o.Stride >= W:
+		return 0, 0, 0, &OptionError{fmt.Errorf("train: score: stride %d, want in [1, window %d)", o.Stride, W)}
+	}
+	stride = o.Stride
+	if stride == 0 {
+		stride = W / 2
+	}
+	B = o.Batch
+	if B < 1 {
+		B = 8
+	}
+	if B > MaxBatch {
+		return 0, 0, 0, &OptionError{fmt.Errorf("train: score: batch %d, want at most %d", B, MaxBatch)}
+	}
+	// the activations of a batch and its tokens, targets and mask
+	need := memlimit.Add(memlimit.Mul(c.ActsSize(B, W, false), elem), memlimit.Mul(B, W, 4*8))
+	if err := memlimit.Check(fmt.Sprintf("train: score: batch %d × window %d", B, W), need, "activations"); err != nil {
+		return 0, 0, 0, &OptionError{err}
+	}
+	return W, stride, B, nil
+}
+
 // LMEvalOptions describe an evaluation of a language-model checkpoint on
 // Go files.
 type LMEvalOptions struct {
@@ -197,7 +232,9 @@ type LMReport struct {
 	Compressors          []compress.Result `json:"compressors,omitempty"`
 }
 
-// EvaluateLM scores the checkpoint o.Model on o.Src or o.Files.
+// EvaluateLM scores the checkpoint o.Model on o.Src or o.Files. Options
+// that do not suit the model are an *OptionError, returned before any file
+// is read.
 func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 	if (o.Src == "") == (len(o.Files) == 0) {
 		return nil, errors.New("train: lm-eval: give a folder or a list of files, not both")
@@ -216,6 +253,9 @@ func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 	eos := tok.Special(tokenizer.EndOfText)
 	if eos < 0 {
 		return nil, fmt.Errorf("train: lm-eval: %s: the tokenizer has no %s token", o.Model, tokenizer.EndOfText)
+	}
+	if _, _, _, err := o.resolve(m.Config, 4); err != nil { // before any file is read
+		return nil, err
 	}
 	var files []TextFile
 	if o.Src != "" {

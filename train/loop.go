@@ -37,7 +37,9 @@ type Record map[string]float64
 type Loop struct {
 	Steps int // the step after which the run ends
 
-	// Step takes one optimiser step and returns its record.
+	// Step takes one optimiser step and returns its record. A step that
+	// gives up on an interrupt returns the error of Run's context, the
+	// run left as before it: the loop saves it then.
 	Step func() (Record, error)
 	// Eval, when not nil, runs every EvalEvery steps and after the last.
 	Eval      func() (Record, error)
@@ -144,6 +146,9 @@ func (l *Loop) Run(ctx context.Context, done int) (LoopResult, error) {
 			return r, err
 		}
 		rec, err := l.Step()
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			continue // the step gave up on the interrupt, the run as before it: saved above
+		}
 		if err != nil {
 			r.Time = time.Since(start)
 			if errors.Is(err, ErrNonFinite) {

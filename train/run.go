@@ -15,6 +15,8 @@ import (
 
 	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/internal/compress"
+	"github.com/attnlab/attnlab/internal/fsprobe"
+	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/tokenizer"
@@ -90,10 +92,55 @@ func (o RunOptions) Validate() error {
 	if o.Tokenizer == "" && o.Vocab < tokenizer.NumBytes+1 {
 		return fmt.Errorf("vocab %d: want > %d (the byte tokens and end-of-text)", o.Vocab, tokenizer.NumBytes)
 	}
+	if err := o.checkSizes(); err != nil {
+		return err
+	}
 	cfg := o.Model
 	cfg.VocabSize = max(o.Vocab, tokenizer.NumBytes+1)
 	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, o.Window)
-	return cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return o.checkMemory(cfg)
+}
+
+// MaxBatch bounds the windows of a batch, in training (BatchSize) and in
+// scoring (ScoreOptions.Batch); the memory their activations need is
+// checked besides.
+const MaxBatch = 1 << 20
+
+// checkSizes bounds each size by the limits of model.Config and MaxBatch,
+// naming the flag-like field.
+func (o RunOptions) checkSizes() error {
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"vocab", o.Vocab, model.MaxDim}, {"dim", o.Model.HiddenSize, model.MaxDim}, {"ffn", o.Model.IntermediateSize, model.MaxDim},
+		{"heads", o.Model.NumAttentionHeads, model.MaxDim}, {"kv-heads", o.Model.NumKeyValueHeads, model.MaxDim},
+		{"layers", o.Model.NumHiddenLayers, model.MaxLayers}, {"window", o.Window, model.MaxPositions},
+		{"val-kb", o.ValKB, math.MaxInt / 1024}, {"batch", o.BatchSize, MaxBatch},
+	} {
+		if f.v > f.max {
+			return fmt.Errorf("%s %d: want at most %d", f.name, f.v, f.max)
+		}
+	}
+	return nil
+}
+
+// checkMemory holds what training cfg needs at its peak against the
+// memory available: the weights, a gradient per shard and AdamW's two
+// moments (float32), each shard's activations, and the activations of a
+// validation batch, allocated while the training ones are kept.
+func (o RunOptions) checkMemory(cfg model.Config) error {
+	S, B, W := o.shards(), o.BatchSize, o.Window
+	state := memlimit.Mul(cfg.NumParams(), 4, 3+S)
+	acts := memlimit.Add(memlimit.Mul(S, cfg.ActsSize(B/S, W, o.CheckpointActivations), 4), memlimit.Mul(cfg.ActsSize(B, W, false), 4))
+	if acts >= state {
+		return memlimit.Check(fmt.Sprintf("batch %d × window %d", B, W), memlimit.Add(acts, state), "activations, weights and optimiser state")
+	}
+	return memlimit.Check(fmt.Sprintf("a model of %d parameters (dim %d, layers %d, ffn %d, vocab %d)", cfg.NumParams(), cfg.HiddenSize, cfg.NumHiddenLayers, cfg.IntermediateSize, cfg.VocabSize),
+		memlimit.Add(acts, state), "weights, gradients, optimiser state and activations")
 }
 
 // Validate checks the optimiser's hyper-parameters: a learning rate above
@@ -185,6 +232,9 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	defer claim.Release()
 	for _, line := range claim.Recovered {
 		ev.Logf("%s", line)
+	}
+	if err := fsprobe.Dir(o.Out); err != nil { // before the work, not after it
+		return nil, fmt.Errorf("train: out: %w", err)
 	}
 	if o.Resume {
 		if err := model.CheckKind(ckpt, model.KindLM); err != nil {

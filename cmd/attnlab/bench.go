@@ -92,6 +92,9 @@ func init() {
 }
 
 func runBench(ctx context.Context, o *benchOpts, stdout io.Writer) error {
+	if o.memCase < 0 || o.memCase > 1<<16 {
+		return usagef("-memory-case %d: want an attention length in [1, 65536] (0: the whole bench)", o.memCase)
+	}
 	if o.memCase > 0 {
 		mem, err := bench.MemoryCase(o.memCase)
 		if err != nil {

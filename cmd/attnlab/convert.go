@@ -75,6 +75,9 @@ func runConvert(ctx context.Context, o *convertOpts, stdout io.Writer) error {
 		return err
 	}
 	defer claim.Release()
+	if err := writable("-out", o.out, true); err != nil {
+		return err
+	}
 	c, err := model.Convert(ctx, o.in, o.out, d)
 	if err != nil {
 		return err

@@ -130,6 +130,9 @@ func runCorpusStats(ctx context.Context, o *corpusOpts, stdout io.Writer) error 
 			return err
 		}
 		defer claim.Release()
+		if err := writable("-list-heldout", o.heldout, false); err != nil {
+			return err
+		}
 	}
 	sv, err := corpus.TakeSurvey(ctx, so)
 	if err != nil {

@@ -67,6 +67,9 @@ Example: attnlab retriever diagnose -data retr -model run/model -reranker run/re
 			if o.Batch < 2 || !(o.Near > 0 && o.Near <= 1) || o.Sample < 0 {
 				return usagef("-batch %d, -near %g, -sample %d: want batch >= 2, near in (0, 1], sample >= 0", o.Batch, o.Near, o.Sample)
 			}
+			if o.MineDepth < 1 || o.MineMargin != o.MineMargin {
+				return usagef("-mine-depth %d, -mine-margin %g: want mine-depth >= 1 and a margin (negative: keep all)", o.MineDepth, o.MineMargin)
+			}
 			var err error
 			if o.Train, err = retrieve.ReadJSONL(filepath.Join(*data, "train.jsonl")); err != nil {
 				return err

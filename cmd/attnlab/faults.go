@@ -41,13 +41,25 @@ func init() {
 }
 
 func runFaults(ctx context.Context, names []string, asJSON bool, stdout io.Writer) error {
-	var ops []lab.OpReport
-	for _, o := range lab.Ops() {
-		info := o.Info()
-		if names != nil && !slices.Contains(names, info.Op) {
-			continue
+	// the faults stop between checks; an interrupt does not wait for the
+	// checks in progress
+	ops, err := await(ctx, func() ([]lab.OpReport, error) {
+		var ops []lab.OpReport
+		for _, o := range lab.Ops() {
+			info := o.Info()
+			if names != nil && !slices.Contains(names, info.Op) {
+				continue
+			}
+			fos, err := o.RunFaults(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, lab.OpReport{Op: info.Op, Impl: info.Impl, Faults: fos})
 		}
-		ops = append(ops, lab.OpReport{Op: info.Op, Impl: info.Impl, Faults: o.RunFaults()})
+		return ops, nil
+	})
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)

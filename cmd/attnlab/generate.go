@@ -104,6 +104,9 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 		prompt = prompt[:len(prompt)-1]
 		gen.First = [][]int{tok.Extending(healed)}
 	}
+	if err := m.CheckGenerate([][]int{prompt}, o.n); err != nil {
+		return usagef("-prompt of %d tokens and -n %d: %v", len(prompt), o.n, err)
+	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	w.WriteString(o.prompt)

@@ -94,11 +94,11 @@ func gradcheckFlags(fs *flag.FlagSet) runFunc {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		return runGradcheck(o, *dtype, *pairing, *plot, stdout)
+		return runGradcheck(ctx, o, *dtype, *pairing, *plot, stdout)
 	}
 }
 
-func runGradcheck(o *lab.GradOptions, dtype, pairing, plot string, stdout io.Writer) error {
+func runGradcheck(ctx context.Context, o *lab.GradOptions, dtype, pairing, plot string, stdout io.Writer) error {
 	if dtype != "float64" && dtype != "float32" {
 		return usagef("-dtype %q: want float64 or float32", dtype)
 	}
@@ -106,21 +106,29 @@ func runGradcheck(o *lab.GradOptions, dtype, pairing, plot string, stdout io.Wri
 	if o.Sizes.Pairing, err = nn.ParsePairing(pairing); err != nil {
 		return usagef("-pairing %q: want half or interleaved", pairing)
 	}
-	if err := o.Validate(); err != nil {
-		return usageError{err.Error()}
-	}
 	o.Float32 = dtype == "float32"
 	if alias, ok := opAliases[o.Op]; ok {
 		o.Op = alias
 	}
+	if err := o.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
 	if plot != "" {
+		if !o.Sweep {
+			return usagef("-plot %s without -sweep: the plot is of the sweep", plot)
+		}
 		claim, err := output.Target{Path: plot, Flag: "-plot"}.ClaimFile()
 		if err != nil {
 			return err
 		}
 		defer claim.Release()
+		if err := writable("-plot", plot, false); err != nil {
+			return err
+		}
 	}
-	res, err := lab.GradCheck(*o)
+	// building a large instance cannot be interrupted; nothing is written
+	// before the check ends
+	res, err := await(ctx, func() (*lab.GradResult, error) { return lab.GradCheck(ctx, *o) })
 	if se := (*lab.SizeError)(nil); errors.As(err, &se) {
 		return usageError{se.Error()}
 	}

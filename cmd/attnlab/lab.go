@@ -89,8 +89,20 @@ func runLab(ctx context.Context, o *labOpts, stdout io.Writer) error {
 	if o.force && o.html == "" && o.plot == "" {
 		return usageError{"-force applies to -html and -plot only"}
 	}
+	if o.plot != "" {
+		if err := writable("-plot", o.plot, false); err != nil {
+			return err
+		}
+	}
+	if o.html != "" {
+		if err := writable("-html", o.html, true); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
-	r, err := lab.Run(ctx, lab.Options{Ops: ops})
+	// the lab stops between checks; a check may run a second more, which
+	// an interrupt does not wait for (nothing is written before the end)
+	r, err := await(ctx, func() (*lab.Report, error) { return lab.Run(ctx, lab.Options{Ops: ops}) })
 	if err != nil {
 		return err
 	}

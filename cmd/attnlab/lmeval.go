@@ -55,8 +55,8 @@ Example: attnlab lm-eval -model run1/checkpoint -src $(go env GOROOT)/src/net/ht
 			switch {
 			case (o.Src == "") == (*list == ""):
 				return usagef("give one of -src DIR and -files LIST")
-			case o.Window < 0 || o.Stride < 0 || o.Batch < 1:
-				return usagef("-window %d, -stride %d, -batch %d: want window and stride >= 0, batch >= 1", o.Window, o.Stride, o.Batch)
+			case o.Window < 0 || o.Stride < 0 || o.Batch < 1 || o.Batch > train.MaxBatch:
+				return usagef("-window %d, -stride %d, -batch %d: want window and stride >= 0, batch in [1, %d]", o.Window, o.Stride, o.Batch, train.MaxBatch)
 			}
 			if *list != "" {
 				files, err := readFileList(*list, *root)
@@ -86,9 +86,11 @@ Example: attnlab lm-eval -model run1/checkpoint -src $(go env GOROOT)/src/net/ht
 })
 
 func runLMEval(ctx context.Context, o *train.LMEvalOptions, asJSON bool, stdout io.Writer) error {
-	r, err := train.EvaluateLM(ctx, *o)
+	// scoring stops between batches; an interrupt does not wait for the
+	// forward pass in progress (lm-eval writes nothing)
+	r, err := await(ctx, func() (*train.LMReport, error) { return train.EvaluateLM(ctx, *o) })
 	if err != nil {
-		return err
+		return optionError(err)
 	}
 	if asJSON {
 		r.Score.Files = nil // the per-file scores stay out of the summary

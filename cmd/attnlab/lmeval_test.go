@@ -69,7 +69,9 @@ func TestLMEval(t *testing.T) {
 		{[]string{"lm-eval", "-model", ckpt, "-files", missing, "-root", src}, 1, "list.txt:1"},
 		{[]string{"lm-eval", "-model", filepath.Join(out, "nosuch"), "-src", src}, 1, "nosuch"},
 		{[]string{"lm-eval", "-model", ckpt, "-src", t.TempDir()}, 1, "no usable Go file"},
-		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-window", "100000"}, 1, "max_position_embeddings"},
+		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-window", "100000"}, 2, "max_position_embeddings"},
+		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-batch", "1048576"}, 2, "batch 1048576 × window 256 needs"},
+		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-batch", "100000000"}, 2, "-batch 100000000"},
 	} {
 		code, _, stderr := attnlab(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") > 2 {

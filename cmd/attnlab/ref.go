@@ -5,6 +5,8 @@ import (
 	"flag"
 	"io"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/attnlab/attnlab/internal/oracle"
 	"github.com/attnlab/attnlab/internal/output"
@@ -109,15 +111,19 @@ func init() {
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			return runRef(o)
+			return runRef(ctx, o)
 		}
 	}
 }
 
-func runRef(o *refOpts) error {
+func runRef(ctx context.Context, o *refOpts) error {
 	switch {
 	case o.op == "":
 		return usageError{"-op is required"}
+	case !slices.Contains(oracle.Ops, o.op):
+		return usagef("-op %q: want one of %s", o.op, strings.Join(oracle.Ops, ", "))
+	case o.dtype != "float64" && o.dtype != "float32":
+		return usagef("-dtype %q: want float64 or float32", o.dtype)
 	case o.in == "":
 		return usageError{"-in is required"}
 	case o.out == "":
@@ -128,15 +134,25 @@ func runRef(o *refOpts) error {
 		return err
 	}
 	defer claim.Release()
-	in, err := safetensors.ReadFile(o.in)
+	if err := writable("-out", o.out, false); err != nil {
+		return err
+	}
+	// -in may be a FIFO, whose open waits for a writer: an interrupt
+	// stops the wait
+	out, err := await(ctx, func() (*safetensors.File, error) {
+		in, err := safetensors.ReadFile(o.in)
+		if err != nil {
+			return nil, err
+		}
+		if err := claim.CheckInputs(oracle.InputPaths(filepath.Dir(o.in), o.op, in)...); err != nil {
+			return nil, err
+		}
+		return oracle.RunAt(filepath.Dir(o.in), o.op, in, o.dtype)
+	})
 	if err != nil {
 		return err
 	}
-	if err := claim.CheckInputs(oracle.InputPaths(filepath.Dir(o.in), o.op, in)...); err != nil {
-		return err
-	}
-	out, err := oracle.RunAt(filepath.Dir(o.in), o.op, in, o.dtype)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return safetensors.WriteFile(o.out, out)

@@ -70,6 +70,9 @@ Example: attnlab retriever rerank -data retr -out run`,
 			if o.Data == "" {
 				return usagef("-data is required")
 			}
+			if o.Out == "" {
+				return usagef(`-out "": want the run's folder`)
+			}
 			if err := o.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
@@ -91,7 +94,7 @@ func runRetrieverRerank(ctx context.Context, o *rerank.RunOptions, quiet bool, s
 		return err
 	}
 	if err != nil {
-		return err
+		return optionError(err)
 	}
 	if res.ValPairs > 0 {
 		var parts []string

@@ -69,6 +69,9 @@ Example: attnlab retriever data -out retr`,
 			if !(o.ValFrac >= 0 && o.TestFrac >= 0 && o.ValFrac+o.TestFrac <= 1) || o.MinWords < 1 {
 				return usagef("-val-frac %g, -test-frac %g, -min-words %d: want fractions >= 0 with a sum of at most 1, min-words >= 1", o.ValFrac, o.TestFrac, o.MinWords)
 			}
+			if *out == "" {
+				return usagef(`-out "": want the folder of the JSONL files`)
+			}
 			if *src == "" {
 				*src = filepath.Join(goRoot(), "src")
 			}
@@ -96,6 +99,9 @@ func runRetrieverData(ctx context.Context, src, out string, force bool, o retrie
 		return err
 	}
 	defer claim.Release()
+	if err := writable("-out", out, true); err != nil {
+		return err
+	}
 	start := time.Now()
 	var bar *progress
 	o.Progress = func(done, total int) {

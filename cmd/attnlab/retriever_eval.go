@@ -67,8 +67,8 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 				return usagef("-data is required")
 			case *asJSON && *asMarkdown:
 				return usagef("-json and -markdown: choose one")
-			case o.Candidates < 2 || o.Workers < 0 || o.Depth < 1:
-				return usagef("-candidates %d, -workers %d, -rerank-depth %d: want candidates >= 2, workers >= 0, depth >= 1", o.Candidates, o.Workers, o.Depth)
+			case o.Candidates < 2 || o.Workers < 0 || o.Workers > retrieve.MaxWorkers || o.Depth < 1:
+				return usagef("-candidates %d, -workers %d, -rerank-depth %d: want candidates >= 2, workers in [0, %d], depth >= 1", o.Candidates, o.Workers, o.Depth, retrieve.MaxWorkers)
 			}
 			if err := checkHybrid(); err != nil {
 				return err

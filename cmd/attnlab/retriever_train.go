@@ -89,6 +89,9 @@ Example: attnlab retriever train -data retr -out run`,
 			if o.Data == "" {
 				return usagef("-data is required")
 			}
+			if o.Out == "" {
+				return usagef(`-out "": want the run's folder`)
+			}
 			if err := o.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
@@ -108,7 +111,7 @@ func runRetrieverTrain(ctx context.Context, o *dense.RunOptions, quiet bool, std
 		return err
 	}
 	if err != nil {
-		return err
+		return optionError(err)
 	}
 	if res.ValPairs > 0 {
 		fmt.Fprintf(stdout, "validation (%d pairs): MRR@10 dense %.4f, bm25 %.4f; R@10 dense %.4f, bm25 %.4f\n",

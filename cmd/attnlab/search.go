@@ -124,6 +124,12 @@ func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Wr
 	if err := m.CheckQuery(query); err != nil {
 		return err
 	}
+	var rr *rerank.Model // loaded before the folder is indexed, not after
+	if o.reranker != "" {
+		if rr, err = rerank.Load(o.reranker); err != nil {
+			return fmt.Errorf("-reranker: %w", err)
+		}
+	}
 	var bar *progress
 	f, err := search.IndexFolder(ctx, o.src, m, search.FolderOptions{Cache: o.cache, Progress: func(done, n int) {
 		if bar == nil {
@@ -135,11 +141,8 @@ func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Wr
 		return err
 	}
 	f.Hybrid = o.hybrid
-	if o.reranker != "" {
-		if f.Reranker, err = rerank.Load(o.reranker); err != nil {
-			return err
-		}
-		f.Depth, f.Fuse, f.FuseWeight = o.depth, o.fuse, o.fuseWeight
+	if rr != nil {
+		f.Reranker, f.Depth, f.Fuse, f.FuseWeight = rr, o.depth, o.fuse, o.fuseWeight
 	}
 	st := f.Stats
 	start := time.Now()

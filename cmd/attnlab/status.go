@@ -11,7 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/attnlab/attnlab/internal/fsprobe"
 	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/train"
 )
 
 // interrupted is the cause of a context cancelled by a signal.
@@ -65,6 +67,52 @@ func exitStatus(ctx context.Context, c *command, err error, stderr io.Writer) in
 	default:
 		fmt.Fprintf(stderr, "attnlab %s: %v\n", c.fullName(), err)
 		return 1
+	}
+}
+
+// optionError makes an option that does not suit the model it met (a
+// *train.OptionError: a window beyond its positions, a batch whose
+// activations do not fit) a usage error.
+func optionError(err error) error {
+	if oe := (*train.OptionError)(nil); errors.As(err, &oe) {
+		return usageError{oe.Error()}
+	}
+	return err
+}
+
+// writable checks, before any work, that the output of flag can be
+// written at path: a file whose folder exists, or a folder to make.
+func writable(flag, path string, folder bool) error {
+	check := fsprobe.File
+	if folder {
+		check = fsprobe.Dir
+	}
+	if err := check(path); err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return nil
+}
+
+// await runs f in a goroutine and returns what it returns, or ctx's error
+// as soon as ctx is done: for work that cannot be interrupted inside, like
+// opening a FIFO that has no writer yet. The process exits on the
+// interrupt while f goes on.
+func await[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 

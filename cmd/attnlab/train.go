@@ -97,6 +97,9 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 		if err := o.Validate(); err != nil {
 			return usageError{err.Error()}
 		}
+		if o.Out == "" {
+			return usagef(`-out "": want the run's folder`)
+		}
 		return runTrain(ctx, o, *quiet, stdout)
 	}
 }

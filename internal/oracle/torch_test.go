@@ -292,7 +292,6 @@ func TestRefRejectsBadInput(t *testing.T) {
 			f.SetF64("q", []int{2, 3, 3, 4}, normals(r, 2*3*3*4))
 			f.SetF64("do", []int{2, 3, 3, 3}, normals(r, 2*3*3*3))
 		}},
-		{name: "unknown-op", op: "attn", want: []string{`"attn"`, "unknown op"}},
 		{name: "q_pos-shape", want: []string{`"q_pos"`, "shape"}, edit: func(f *safetensors.File) {
 			f.SetI64("q_pos", []int{2, 4}, make([]int64, 8))
 		}},
@@ -333,6 +332,21 @@ func TestRefRejectsBadInput(t *testing.T) {
 			f.Metadata["window"] = "3"
 		}},
 	}
+	t.Run("unknown-op", func(t *testing.T) {
+		// a usage error: exit 2, the flag named, the usage pointed to
+		dir := t.TempDir()
+		in := filepath.Join(dir, "in.safetensors")
+		writeInput(t, in, refInput(r))
+		out := filepath.Join(dir, "out.safetensors")
+		stderr, status := run(t, bin, "ref", "-op", "attn", "-in", in, "-out", out)
+		first, _, _ := strings.Cut(stderr, "\n")
+		if status != 2 || !strings.Contains(first, `-op "attn": want one of attention,`) {
+			t.Errorf("attnlab ref -op attn: exit %d, stderr %q", status, stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a usage error wrote %s", out)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -69,6 +69,7 @@ type Claim struct {
 	Recovered []string
 	lock      *atomicfile.PathLock
 	target    Target
+	made      []string // folders ClaimDir made, deepest first
 }
 
 // CheckInputs refuses the claimed target if it is, holds or would replace
@@ -80,10 +81,24 @@ func (c *Claim) CheckInputs(inputs ...string) error {
 	return t.inputs()
 }
 
-// Release unlocks the target. A nil claim is a no-op.
+// Release unlocks the target and removes the folders ClaimDir made for
+// it that are still empty: a refused or failed command leaves nothing
+// behind. A nil claim is a no-op.
 func (c *Claim) Release() {
-	if c != nil {
-		c.lock.Unlock()
+	if c == nil {
+		return
+	}
+	c.lock.Unlock()
+	removeEmpty(c.made)
+}
+
+// removeEmpty removes the folders dirs, deepest first, up to the first
+// that is not empty.
+func removeEmpty(dirs []string) {
+	for _, dir := range dirs {
+		if os.Remove(dir) != nil {
+			return
+		}
 	}
 }
 
@@ -124,13 +139,25 @@ func (t Target) ClaimDir() (*Claim, error) {
 	if err := t.named(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(t.Path)), 0o755); err != nil {
-		return nil, err
+	var made []string
+	if parent := filepath.Dir(filepath.Clean(t.Path)); !isDir(parent) {
+		for d := parent; !exists(d); d = filepath.Dir(d) {
+			made = append(made, d)
+		}
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("%s: cannot make the folder %s: %w", t.Path, parent, err)
+		}
 	}
 	c, err := t.claim()
 	if err != nil {
+		removeEmpty(made)
 		return nil, err
 	}
+	c.made = made
 	if err := t.checkDir(c); err != nil {
 		c.Release()
 		return nil, err
@@ -306,6 +333,11 @@ func Inside(path, dir string) bool {
 func within(path, dir string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func isDir(path string) bool {

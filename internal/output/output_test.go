@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,15 +308,30 @@ func TestDirKinds(t *testing.T) {
 		t.Errorf("a file as a folder: %v", err)
 		c.Release()
 	}
-	// missing parents are made
+	// missing parents are made, and removed again if nothing was written
 	deep := filepath.Join(parent, "a", "b", "run")
 	c, err := Dir(deep, false)
-	must(t, c, err, "a folder in missing folders")
+	if err != nil {
+		t.Fatalf("a folder in missing folders: %v", err)
+	}
 	if fi, err := os.Stat(filepath.Dir(deep)); err != nil || !fi.IsDir() {
 		t.Errorf("the parent was not made: %v", err)
 	}
+	c.Release()
+	if _, err := os.Stat(filepath.Join(parent, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a claim released with nothing written left the folders it made: %v", err)
+	}
+	// ... and kept once something is in them
+	c, err = Dir(deep, false)
+	must(t, c, err, "a folder in missing folders")
+	os.MkdirAll(filepath.Join(parent, "a", "keep"), 0o755)
+	c, err = Dir(filepath.Join(parent, "a", "b", "c", "run"), false)
+	must(t, c, err, "a folder in missing folders")
+	if _, err := os.Stat(filepath.Join(parent, "a", "keep")); err != nil {
+		t.Errorf("a folder that was there: %v", err)
+	}
 	// an empty folder is no result; one file is
-	os.Mkdir(deep, 0o755)
+	os.MkdirAll(deep, 0o755)
 	c, err = Dir(deep, false)
 	must(t, c, err, "an empty folder")
 	os.WriteFile(filepath.Join(deep, "x"), nil, 0o644)

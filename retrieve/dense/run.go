@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/attnlab/attnlab/internal/fsprobe"
+	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/retrieve"
@@ -74,8 +76,21 @@ func (o RunOptions) Validate() error {
 		return fmt.Errorf("text %q: want %s or %s", o.Settings.Text, TextTerms, TextRaw)
 	case o.MineDepth < 1:
 		return fmt.Errorf("mine-depth %d: want >= 1", o.MineDepth)
+	case math.IsNaN(o.MineMargin):
+		return errors.New("mine-margin NaN: want a number (negative: keep all)")
 	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
 		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"batch", o.Batch, MaxCount}, {"hard-negatives", o.HardNegatives, MaxCount}, {"mine-depth", o.MineDepth, MaxCount},
+		{"chunk", o.Chunk, MaxCount}, {"max-query", o.Settings.MaxQuery, model.MaxPositions}, {"max-code", o.Settings.MaxCode, model.MaxPositions},
+	} {
+		if f.v > f.max {
+			return fmt.Errorf("%s %d: want at most %d", f.name, f.v, f.max)
+		}
 	}
 	if err := o.optim().Validate(); err != nil {
 		return err
@@ -86,10 +101,35 @@ func (o RunOptions) Validate() error {
 	if o.InitLayers < 0 {
 		return fmt.Errorf("init-layers %d: want 0 (all) or more", o.InitLayers)
 	}
-	if o.Init != "" {
-		return nil
+	if o.Init != "" || o.Resume {
+		return nil // the model is Init's or the run's: Run checks its memory once loaded
 	}
-	return o.config().Validate()
+	if err := o.config().Validate(); err != nil {
+		return err
+	}
+	return o.checkMemory(o.config())
+}
+
+// MaxCount bounds the counts of the options (batch, hard negatives, mining
+// depth, chunk), far above any run's; what their activations need is held
+// against the memory available besides.
+const MaxCount = 1 << 20
+
+// checkMemory holds a step's peak against the memory available: the
+// encoder cfg's weights, gradient and AdamW's two moments (float32), and
+// the activations of the sequences kept at once (the whole step's queries,
+// positives and hard negatives, or Chunk of them), each of up to the
+// longest sequence.
+func (o RunOptions) checkMemory(cfg model.Config) error {
+	seqs := memlimit.Mul(o.Batch, 2+o.HardNegatives)
+	if o.Chunk > 0 {
+		seqs = min(seqs, o.Chunk)
+	}
+	T := Padded(max(o.Settings.MaxQuery, o.Settings.MaxCode))
+	cfg.VocabSize = 0 // an encoder has no logits
+	need := memlimit.Mul(memlimit.Add(memlimit.Mul(4, cfg.NumParams()), memlimit.Mul(seqs, cfg.ActsSize(1, T, false))), 4)
+	return memlimit.Check(fmt.Sprintf("batch %d × (2 + hard-negatives %d) sequences of up to %d tokens", o.Batch, o.HardNegatives, T),
+		need, "activations, weights and optimiser state")
 }
 
 func (o RunOptions) optim() train.Options {
@@ -143,6 +183,9 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	defer claim.Release()
 	for _, line := range claim.Recovered {
 		ev.Logf("%s", line)
+	}
+	if err := fsprobe.Dir(o.Out); err != nil { // before the work, not after it
+		return nil, fmt.Errorf("dense: out: %w", err)
 	}
 	if o.Resume {
 		if _, err := os.Stat(filepath.Join(ckpt, train.StateFile)); err != nil {
@@ -231,6 +274,9 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		return nil, err
 	}
 	cfg := m.Enc.Model.Config
+	if err := o.checkMemory(cfg); err != nil {
+		return nil, &train.OptionError{Err: err} // the model's sizes are Init's or the run's
+	}
 	opt := o.optim()
 	tr, err := NewTrainer(m.Enc, NewData(m, trainPairs, negs), Options{
 		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
@@ -253,7 +299,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	loop := &train.Loop{Steps: o.Steps, Curves: filepath.Join(o.Out, CurvesFile), WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: ckpt,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "tau", "docs", "tokens"},
 		Step: func() (train.Record, error) {
-			s, err := tr.TrainStep()
+			s, err := tr.TrainStepContext(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package dense
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -187,9 +188,20 @@ func (t *Trainer) backward(a *Acts[float32], dp []float32) {
 }
 
 // TrainStep runs one optimiser step on the next batch.
-func (t *Trainer) TrainStep() (StepResult, error) {
+func (t *Trainer) TrainStep() (StepResult, error) { return t.TrainStepContext(context.Background()) }
+
+// TrainStepContext is TrainStep that gives the step up when ctx is done,
+// between two sequences, and returns ctx's error with the trainer as it
+// was before the step (weights, τ, place in the data): a checkpoint saved
+// then resumes exactly.
+func (t *Trainer) TrainStepContext(ctx context.Context) (StepResult, error) {
 	o := t.Opt
 	D := t.Enc.Model.Config.HiddenSize
+	epoch, next := t.cur.Epoch, t.cur.Next
+	giveUp := func() (StepResult, error) {
+		t.cur.Restore(epoch, next)
+		return StepResult{}, ctx.Err()
+	}
 	idx := t.cur.Take(o.Batch)
 	B := len(idx)
 
@@ -233,6 +245,9 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	pooled := make([]float32, len(seqs)*D)
 	tokens := 0
 	for x, ids := range seqs {
+		if ctx.Err() != nil {
+			return giveUp()
+		}
 		a, err := pool.encode(ids)
 		if err != nil {
 			return StepResult{}, err
@@ -298,6 +313,9 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	}
 	for lo := 0; lo < len(seqs); lo += chunk {
 		hi := min(lo+chunk, len(seqs))
+		if ctx.Err() != nil {
+			return giveUp()
+		}
 		if o.Chunk > 0 {
 			for x := lo; x < hi; x++ {
 				a, err := pool.encode(seqs[x])
@@ -308,6 +326,9 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 			}
 		}
 		for x := lo; x < hi; x++ {
+			if ctx.Err() != nil {
+				return giveUp()
+			}
 			t.backward(acts[x], dpooled[x*D:(x+1)*D])
 			pool.put(acts[x])
 			acts[x] = nil

@@ -10,7 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/attnlab/attnlab/internal/fsprobe"
+	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/train"
@@ -76,8 +79,35 @@ func (o RunOptions) Validate() error {
 		return fmt.Errorf("head-lr-scale %v: want a finite value > 0", o.HeadLRScale)
 	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
 		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
+	case math.IsNaN(o.MineMargin):
+		return errors.New("mine-margin NaN: want a number (negative: keep all)")
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"groups", o.Groups, dense.MaxCount}, {"candidates", o.Candidates, dense.MaxCount}, {"bm25-negatives", o.BM25Negs, dense.MaxCount},
+		{"dense-negatives", o.DenseNegs, dense.MaxCount}, {"random-negatives", o.RandomNegs, dense.MaxCount},
+		{"mine-depth", o.MineDepth, dense.MaxCount}, {"depth", o.Depth, dense.MaxCount},
+		{"max-query", o.MaxQuery, model.MaxPositions}, {"max-code", o.MaxCode, model.MaxPositions}, {"cross-layers", o.Cross, model.MaxLayers},
+	} {
+		if f.v > f.max {
+			return fmt.Errorf("%s %d: want at most %d", f.name, f.v, f.max)
+		}
 	}
 	return o.optim().Validate()
+}
+
+// checkMemory holds a step's peak against the memory available: the
+// reranker cfg's weights, gradient and AdamW's two moments (float32), and
+// the activations of a step's groups × candidates sequences of up to
+// max-query + 1 + max-code tokens.
+func (o RunOptions) checkMemory(cfg model.Config) error {
+	T := dense.Padded(o.MaxQuery + 1 + o.MaxCode)
+	cfg.VocabSize = 0 // the score head reads pooled vectors, not logits
+	need := memlimit.Mul(memlimit.Add(memlimit.Mul(4, cfg.NumParams()), memlimit.Mul(o.Groups, o.Candidates, cfg.ActsSize(1, T, false))), 4)
+	return memlimit.Check(fmt.Sprintf("groups %d × candidates %d sequences of up to %d tokens", o.Groups, o.Candidates, T),
+		need, "activations, weights and optimiser state")
 }
 
 func (o RunOptions) optim() train.Options {
@@ -119,6 +149,9 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	defer claim.Release()
 	for _, line := range claim.Recovered {
 		ev.Logf("%s", line)
+	}
+	if err := fsprobe.Dir(res.Reranker); err != nil { // before the work, not after it
+		return nil, fmt.Errorf("rerank: out: %w", err)
 	}
 	if o.Resume {
 		if _, err := os.Stat(filepath.Join(res.Reranker, train.StateFile)); err != nil {
@@ -165,6 +198,9 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := o.checkMemory(m.Enc.Model.Config); err != nil {
+		return nil, &train.OptionError{Err: err}
 	}
 
 	// Hard negatives: BM25's and the dual encoder's, interleaved.
@@ -237,7 +273,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: res.Reranker,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "pairs", "tokens"},
 		Step: func() (train.Record, error) {
-			s, err := tr.TrainStep()
+			s, err := tr.TrainStepContext(ctx)
 			if err != nil {
 				return nil, err
 			}

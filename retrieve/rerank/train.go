@@ -1,6 +1,7 @@
 package rerank
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -175,10 +176,28 @@ type StepResult struct {
 var ErrNonFinite = train.ErrNonFinite // one policy for every trainer: see train.Loop
 
 // TrainStep runs one optimiser step on the next G queries.
-func (t *Trainer) TrainStep() (StepResult, error) {
+func (t *Trainer) TrainStep() (StepResult, error) { return t.TrainStepContext(context.Background()) }
+
+// TrainStepContext is TrainStep that gives the step up when ctx is done,
+// between two sequences, and returns ctx's error with the trainer as it
+// was before the step (weights, place in the data, the negatives' random
+// state): a checkpoint saved then resumes exactly.
+func (t *Trainer) TrainStepContext(ctx context.Context) (StepResult, error) {
 	o := t.Opt
 	m := t.Model
 	D, K := m.Dim(), o.Candidates
+	epoch, next := t.cur.Epoch, t.cur.Next
+	rng, err := t.src.MarshalBinary()
+	if err != nil {
+		return StepResult{}, err
+	}
+	giveUp := func() (StepResult, error) {
+		t.cur.Restore(epoch, next)
+		if err := t.src.UnmarshalBinary(rng); err != nil {
+			return StepResult{}, err
+		}
+		return StepResult{}, ctx.Err()
+	}
 	idx := t.cur.Take(o.Groups)
 	G := len(idx)
 	F := m.Features() // the pooled pair, then any lexical features
@@ -213,6 +232,9 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 			if !valid[k] {
 				continue
 			}
+			if ctx.Err() != nil {
+				return giveUp()
+			}
 			seq := m.Pair(t.Data.Queries[i], t.Data.Codes[cands[k]])
 			Tn := dense.Padded(len(seq))
 			a := t.take(Tn)
@@ -243,6 +265,9 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		for k, a := range acts {
 			if a == nil {
 				continue
+			}
+			if ctx.Err() != nil {
+				return giveUp()
 			}
 			if cap(t.dOut) < len(a.Out) {
 				t.dOut = make([]float32, len(a.Out))

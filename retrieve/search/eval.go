@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/attnlab/attnlab/internal/fsprobe"
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
@@ -97,6 +98,9 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 			return nil, err
 		}
 		defer claim.Release()
+		if err := fsprobe.Dir(o.WriteIndex); err != nil { // before the work, not after it
+			return nil, fmt.Errorf("search: write-index: %w", err)
+		}
 	}
 	pairs, err := retrieve.ReadJSONL(o.Data)
 	if err != nil {
