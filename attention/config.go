@@ -76,7 +76,46 @@ type Config struct {
 	QPos, KPos     []int  // logical positions, [B*M] and [B*N]
 	QValid, KValid []bool // validity (false = padding), [B*M] and [B*N]
 	QSeg, KSeg     []int  // document segment ids, [B*M] and [B*N]; both or neither
+
+	// The variants of today's models, applied in this order to every score
+	// s = scale · q·k before the mask (see Logit):
+	//
+	//	softcap c > 0:  s ← c · tanh(s / c)            (Gemma 2)
+	//	ALiBi slope m_h: s ← s − m_h · |qpos − kpos|   (MPT, BLOOM)
+	//
+	// and, in the softmax of every row of query head h, a sink logit σ_h
+	// that takes part in the denominator and has no value row:
+	//
+	//	P_j = exp(s_j) / (Σ_j' exp(s_j') + exp(σ_h)),  O = P V
+	//
+	// With sinks a valid row that sees no key is defined: O = 0, lse = σ_h.
+	// Softcap and the slopes are fixed; the sinks are learned, and their
+	// gradient comes from SinkGrad.
+	Softcap float64   // 0: none
+	Alibi   []float64 // [Hq] slopes, or nil
+	Sinks   []float64 // [Hq] sink logits, or nil
 }
+
+// Logit returns the score s = scale · q·k of query i and key j of batch
+// item b and query head h after softcap and ALiBi (Config's variants), the
+// number the mask then keeps or hides.
+func (c *Config) Logit(s float64, b, h, i, j int) float64 {
+	if c.Softcap > 0 {
+		s = c.Softcap * math.Tanh(s/c.Softcap)
+	}
+	if c.Alibi != nil {
+		d := c.QueryPos(b, i) - c.KeyPos(b, j)
+		if d < 0 {
+			d = -d
+		}
+		s -= c.Alibi[h] * float64(d)
+	}
+	return s
+}
+
+// Plain reports whether c uses none of the variants: no softcap, ALiBi or
+// sinks.
+func (c *Config) Plain() bool { return c.Softcap == 0 && c.Alibi == nil && c.Sinks == nil }
 
 // ScaleValue returns the scale the call uses: Scale, or 1/sqrt(D) when Scale is 0.
 func (c *Config) ScaleValue() float64 {
@@ -165,6 +204,22 @@ func (c *Config) Validate() error {
 	}
 	if c.Convention < Positions || c.Convention > TopLeft {
 		return fmt.Errorf("attention: unknown convention %d", int(c.Convention))
+	}
+	if !(c.Softcap >= 0) || math.IsInf(c.Softcap, 0) {
+		return fmt.Errorf("attention: softcap = %v, want a finite number >= 0", c.Softcap)
+	}
+	for _, s := range []struct {
+		name string
+		v    []float64
+	}{{"alibi_slopes", c.Alibi}, {"sinks", c.Sinks}} {
+		if s.v != nil && len(s.v) != c.Hq {
+			return fmt.Errorf("attention: %s has %d entries, want Hq = %d", s.name, len(s.v), c.Hq)
+		}
+		for h, x := range s.v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("attention: %s[%d] = %v is not finite", s.name, h, x)
+			}
+		}
 	}
 	bm, bn := c.B*c.M, c.B*c.N
 	for _, s := range []struct {

@@ -108,8 +108,10 @@ func decodeForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) er
 	pl := &w.plan
 	pl.init(c, c.M, opt.bc) // all M queries in one query tile
 	pl.noSkip = opt.noSkip
-	if err := pl.emptyRow(c); err != nil {
-		return err
+	if c.Sinks == nil {
+		if err := pl.emptyRow(c); err != nil {
+			return err
+		}
 	}
 	B, Hq, Hkv, M, Dv := c.B, c.Hq, c.Hkv, c.M, c.Dv
 	G := Hq / Hkv
@@ -157,7 +159,10 @@ func decodeForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) er
 				r := g*M + i
 				out := o[bh*Dv : (bh+1)*Dv]
 				clear(out)
-				mx := negInf
+				mx, sink := negInf, negInf
+				if c.Sinks != nil {
+					mx, sink = T(c.Sinks[h]), T(c.Sinks[h])
+				}
 				for ch := range w.nch {
 					mx = max(mx, w.pm[(bkv*w.nch+ch)*w.rows+r])
 				}
@@ -166,6 +171,9 @@ func decodeForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) er
 					continue
 				}
 				var sum T
+				if sink != negInf { // the sink's term of the denominator
+					sum = T(math.Exp(float64(sink - mx)))
+				}
 				for ch := range w.nch {
 					at := (bkv*w.nch+ch)*w.rows + r
 					if w.pm[at] == negInf {
@@ -229,6 +237,11 @@ func (w *decodeWork[T]) Run(x int) {
 			}
 		} else {
 			gemmNT(st, qRows, kTile, R, nc, D, w.scale)
+		}
+		if c.Softcap > 0 || c.Alibi != nil {
+			for r := range R { // row r is query r%M of head kvh·G + r/M
+				logitsTile(c, st[r*nc:(r+1)*nc], nil, b, kvh*G+r/M, r%M, 1, j0, nc)
+			}
 		}
 		if kind == tilePartial {
 			for r := range R { // row r is query r%M of head r/M; the heads share the query's mask

@@ -56,6 +56,30 @@ func decodeCases() []flashCase {
 	add("chunk/M=3/segments", packed(2, 1, 3, 8, 8, 200, 130, 270))
 	qv := []bool{true, false, true, true, false, false}
 	add("chunk/M=3/padding-queries", attention.Config{B: 2, Hq: 4, Hkv: 2, M: 3, N: 400, D: 8, Dv: 8, Causal: true, Convention: attention.BottomRight, QValid: qv})
+	// softcap, ALiBi and sinks, alone and together
+	vary := func(c attention.Config, softcap float64, alibi, sinks bool) attention.Config {
+		c.Softcap = softcap
+		for h := range c.Hq {
+			if alibi {
+				c.Alibi = append(c.Alibi, 1/float64(int(2)<<h))
+			}
+			if sinks {
+				c.Sinks = append(c.Sinks, float64(h%3)-0.7)
+			}
+		}
+		return c
+	}
+	add("variants/softcap", vary(attention.Config{B: 2, Hq: 4, Hkv: 2, M: 1, N: 257, D: 16, Dv: 16, Causal: true}, 2, false, false))
+	add("variants/alibi", vary(attention.Config{B: 2, Hq: 4, Hkv: 2, M: 1, N: 257, D: 16, Dv: 16, Causal: true}, 0, true, false))
+	add("variants/sinks", vary(attention.Config{B: 2, Hq: 4, Hkv: 2, M: 1, N: 257, D: 16, Dv: 16, Causal: true}, 0, false, true))
+	add("variants/cache-gaps", vary(attention.Config{B: 2, Hq: 4, Hkv: 2, M: 1, N: N, D: 8, Dv: 8, Causal: true, Window: 50,
+		KValid: kvalid, KPos: kpos, QPos: qpos}, 3, true, true))
+	add("variants/chunk/M=3", vary(attention.Config{B: 2, Hq: 8, Hkv: 2, M: 3, N: 303, D: 16, Dv: 16, Causal: true}, 1.5, true, true))
+	empty := attention.Config{B: 2, Hq: 2, Hkv: 1, M: 1, N: 300, D: 4, Dv: 4, Causal: true, KValid: make([]bool, 600), QPos: []int{299, 3}}
+	for j := range 600 {
+		empty.KValid[j] = j < 300 || j >= 304
+	}
+	add("variants/empty-row-with-sinks", vary(empty, 0, true, true))
 	return cs
 }
 

@@ -226,8 +226,10 @@ func flashForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) err
 		"v": {len(v), c.B * c.Hkv * c.N * c.Dv},
 	})
 	pl := opt.plan(c)
-	if err := pl.emptyRow(c); err != nil {
-		return err
+	if c.Sinks == nil {
+		if err := pl.emptyRow(c); err != nil {
+			return err
+		}
 	}
 	items := make([]flashItem, 0, c.B*c.Hkv*pl.nqt)
 	for b := range c.B {
@@ -245,7 +247,7 @@ func flashForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) err
 	}
 	byCost(items)
 	f := &fwdCall[T]{c: c, pl: pl, o: o, lse: lse, q: q, k: k, v: v, g: c.Hq / c.Hkv,
-		scale: T(c.ScaleValue()), stats: opt.stats}
+		scale: T(c.ScaleValue()), stats: opt.stats, plain: c.Softcap == 0 && c.Alibi == nil}
 	runItems(len(items), func() func(int) {
 		w := fwdScratch[T]{
 			s:    make([]T, pl.br*pl.bc),
@@ -266,6 +268,7 @@ type fwdCall[T Float] struct {
 	g       int // query heads per KV head
 	scale   T
 	stats   *tileStats
+	plain   bool // no softcap, no ALiBi
 }
 
 // fwdScratch is one worker's memory: a score tile, and the running maximum
@@ -288,8 +291,12 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 		bh := b*Hq + kvh*f.g + g
 		clear(f.o[(bh*M+i0)*Dv : (bh*M+i0+nr)*Dv])
 		m, l := w.m[g*pl.br:g*pl.br+nr], w.l[g*pl.br:g*pl.br+nr]
+		m0, l0 := negInf, T(0)
+		if c.Sinks != nil { // the sink is a score seen first: exp(σ − σ) = 1
+			m0, l0 = T(c.Sinks[kvh*f.g+g]), 1
+		}
 		for r := range m {
-			m[r], l[r] = negInf, 0
+			m[r], l[r] = m0, l0
 		}
 	}
 	bkv := b*c.Hkv + kvh
@@ -309,8 +316,12 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 			oTile := f.o[(bh*M+i0)*Dv : (bh*M+i0+nr)*Dv]
 			m, l := w.m[g*pl.br:g*pl.br+nr], w.l[g*pl.br:g*pl.br+nr]
 
-			// pass 1: scores of the tile, S = Q Kᵀ · scale, hidden ones −Inf
+			// pass 1: scores of the tile, S = Q Kᵀ · scale, softcap and
+			// ALiBi, hidden ones −Inf
 			gemmNT(s, qTile, kTile, nr, nc, D, f.scale)
+			if !f.plain {
+				logitsTile(c, s, nil, b, kvh*f.g+g, i0, nr, j0, nc)
+			}
 			if kind == tilePartial {
 				maskTile(pl, s, b, i0, nr, j0, nc)
 			}
@@ -433,9 +444,13 @@ func flashBackward[T Float](dq, dk, dv, do, q, k, v, o, lse []T, c *Config, opt 
 	}
 	byCost(items)
 	f := &bwdCall[T]{c: c, pl: pl, dq: dq, dk: dk, dv: dv, do: do, q: q, k: k, v: v, lse: lse,
-		delta: delta, parts: parts, stripes: stripes, g: c.Hq / c.Hkv, scale: T(c.ScaleValue()), stats: opt.stats}
+		delta: delta, parts: parts, stripes: stripes, g: c.Hq / c.Hkv, scale: T(c.ScaleValue()), stats: opt.stats,
+		plain: c.Softcap == 0 && c.Alibi == nil}
 	runItems(len(items), func() func(int) {
 		w := bwdScratch[T]{p: make([]T, pl.br*pl.bc), ds: make([]T, pl.br*pl.bc), zero: make([]T, max(c.D, c.Dv))}
+		if c.Softcap > 0 {
+			w.capped = make([]T, pl.br*pl.bc)
+		}
 		return func(x int) { f.item(items[x], &w) }
 	})
 
@@ -467,12 +482,14 @@ type bwdCall[T Float] struct {
 	stripes, g       int
 	scale            T
 	stats            *tileStats
+	plain            bool // no softcap, no ALiBi
 }
 
 // bwdScratch is one worker's memory: the probability tile and the dP/dS tile.
 type bwdScratch[T Float] struct {
-	p, ds []T // (br, bc)
-	zero  []T // max(D, Dv) zeros, read in place of hidden rows
+	p, ds  []T // (br, bc)
+	capped []T // (br, bc): the softcapped scores, for softcap's derivative
+	zero   []T // max(D, Dv) zeros, read in place of hidden rows
 }
 
 // item adds the gradients of stripe it.t of the key tiles of KV head it.kvh
@@ -508,9 +525,17 @@ func (f *bwdCall[T]) item(it flashItem, w *bwdScratch[T]) {
 				lse := f.lse[bh*M+i0 : bh*M+i0+nr]
 				delta := f.delta[bh*M+i0 : bh*M+i0+nr]
 
-				// forward was P = exp(S − lse), S = Q Kᵀ · scale: recompute it.
-				// A padding row has lse = +Inf and gets P = 0.
+				// forward was P = exp(S − lse), S = Q Kᵀ · scale with softcap
+				// and ALiBi: recompute it. A padding row has lse = +Inf and
+				// gets P = 0; the sink is in lse.
 				gemmNT(p, qTile, kTile, nr, nc, D, f.scale)
+				var capped []T
+				if !f.plain {
+					if w.capped != nil {
+						capped = w.capped[:nr*nc]
+					}
+					logitsTile(c, p, capped, b, kvh*f.g+g, i0, nr, j0, nc)
+				}
 				if kind == tilePartial {
 					maskTile(pl, p, b, i0, nr, j0, nc)
 				}
@@ -548,6 +573,14 @@ func (f *bwdCall[T]) item(it flashItem, w *bwdScratch[T]) {
 						}
 					}
 				}
+				// forward was t = c · tanh(s / c), so dS ⊙= 1 − (t / c)²
+				if capped != nil {
+					inv := 1 / T(c.Softcap)
+					for x, t := range capped {
+						t *= inv
+						ds[x] *= 1 - t*t
+					}
+				}
 				// forward was S = Q Kᵀ · scale, so dQ += dS K · scale and
 				// dK += dSᵀ Q · scale.
 				if kind == tileFull {
@@ -558,6 +591,44 @@ func (f *bwdCall[T]) item(it flashItem, w *bwdScratch[T]) {
 					gemmTNSkip(dkTile, ds, qTile, nc, D, nr, w.zero)
 				}
 			}
+		}
+	}
+}
+
+// logitsTile applies softcap and ALiBi (Config.Logit) to the scaled scores
+// s (nr, nc) of queries i0.. and keys j0.. of batch item b and query head
+// h; with capped not nil it also keeps the softcapped scores there, before
+// the bias. tanh(x) is computed as 1 − 2/(1 + e^(2x)) with the vectorised
+// exp; e^(2x) = +Inf gives exactly 1.
+func logitsTile[T Float](c *Config, s, capped []T, b, h, i0, nr, j0, nc int) {
+	s = s[:nr*nc]
+	if c.Softcap > 0 {
+		cp := T(c.Softcap)
+		two := 2 / cp
+		for x := range s {
+			s[x] *= two
+		}
+		vec.Exp(s, s)
+		for x, e := range s {
+			s[x] = cp * (1 - 2/(1+e))
+		}
+		if capped != nil {
+			copy(capped, s)
+		}
+	}
+	if c.Alibi == nil {
+		return
+	}
+	slope := T(c.Alibi[h])
+	for r := range nr {
+		qp := c.QueryPos(b, i0+r)
+		sr := s[r*nc : r*nc+nc]
+		for x := range sr {
+			d := qp - c.KeyPos(b, j0+x)
+			if d < 0 {
+				d = -d
+			}
+			sr[x] -= slope * T(d)
 		}
 	}
 }

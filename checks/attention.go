@@ -32,6 +32,10 @@ type Impl struct {
 	// need them are not run on it; float32 and empty-row test the forward
 	// alone.
 	NoGrad bool
+	// SinkGrad adds the gradient of the sink logits (Config.Sinks) into
+	// dsinks from the forward's o and lse and dO; nil for an
+	// implementation without sinks. The variant checks need it.
+	SinkGrad func(dsinks, o, lse, do []float64, c *attention.Config)
 }
 
 // within is the tolerance tol of a comparison of two answers of impl,
@@ -43,12 +47,14 @@ func (impl Impl) ForwardOnly() bool { return impl.NoGrad }
 
 // AttentionReference is the readable reference attention of package
 // attention, in both precisions.
-var AttentionReference = Impl{Run: attention.Reference[float64]().Run, F32: attention.Reference[float32]().Run}
+var AttentionReference = Impl{Run: attention.Reference[float64]().Run, F32: attention.Reference[float32]().Run,
+	SinkGrad: attention.SinkGrad[float64]}
 
 // FlashAttention is the fused kernel, attention.FlashRun, in both
 // precisions: its float32 path runs the SIMD tile products and the
 // vectorised exp.
-var FlashAttention = Impl{Run: attention.FlashRun[float64], F32: attention.FlashRun[float32]}
+var FlashAttention = Impl{Run: attention.FlashRun[float64], F32: attention.FlashRun[float32],
+	SinkGrad: attention.SinkGrad[float64]}
 
 // tensors holds the inputs of one attention call.
 type tensors struct {
@@ -139,6 +145,15 @@ func describe(c *attention.Config) string {
 	}
 	if c.QPos != nil || c.KPos != nil {
 		f = append(f, "explicit positions")
+	}
+	if c.Softcap > 0 {
+		f = append(f, fmt.Sprintf("softcap %g", c.Softcap))
+	}
+	if c.Alibi != nil {
+		f = append(f, "ALiBi")
+	}
+	if c.Sinks != nil {
+		f = append(f, "sinks")
 	}
 	if len(f) > 0 {
 		s += ", " + strings.Join(f, ", ")

@@ -49,7 +49,7 @@ type st = attention.Stages[float64]
 func stages(edit func(*st)) checks.Impl {
 	s := attention.Reference[float64]()
 	edit(&s)
-	return checks.Impl{Run: s.Run, F32: checks.AttentionReference.F32}
+	return checks.Impl{Run: s.Run, F32: checks.AttentionReference.F32, SinkGrad: s.SinkGrad}
 }
 
 func gradSWithoutRowSum(ds, p, dp []float64, m, n int) {
@@ -120,9 +120,9 @@ func causalStrict(c *attention.Config, b, i, j int) bool {
 	return c.Visible(b, i, j)
 }
 
-func softmaxWithoutMax(p, lse, s []float64, vis []bool, m, n int) {
+func softmaxWithoutMax(p, lse, s []float64, vis []bool, m, n int, sink float64) {
 	for i := range m {
-		var sum float64
+		sum := math.Exp(sink) // 0 without a sink
 		for j := range n {
 			p[i*n+j] = 0
 			if vis[i*n+j] {
@@ -141,8 +141,8 @@ func softmaxWithoutMax(p, lse, s []float64, vis []bool, m, n int) {
 	}
 }
 
-func softmaxLSEWithoutMax(p, lse, s []float64, vis []bool, m, n int) {
-	attention.Softmax(p, lse, s, vis, m, n)
+func softmaxLSEWithoutMax(p, lse, s []float64, vis []bool, m, n int, sink float64) {
+	attention.Softmax(p, lse, s, vis, m, n, sink)
 	for i := range m {
 		mx := math.Inf(-1)
 		for j := range n {

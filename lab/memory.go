@@ -23,8 +23,12 @@ const MaxSize = 1 << 20
 var footprints = map[string]footprint{
 	"attention":       {"b hq hkv m n d dv", attentionElems},
 	"attention-flash": {"b hq hkv m n d dv", attentionElems},
-	"rope":            {"b hq t d", func(s checks.Sizes) int { return m(6, s.B, s.Hq, s.T, s.D) }},
-	"rmsnorm":         {"b t dim", func(s checks.Sizes) int { return add(m(6, s.B, s.T, s.Dim), m(4, s.Dim), m(4, s.B, s.T)) }},
+	// the variants add the sinks and their gradient, and softcap's
+	// recomputed scores
+	"attention-variants":       {"b hq hkv m n d dv", variantElems},
+	"attention-flash-variants": {"b hq hkv m n d dv", variantElems},
+	"rope":                     {"b hq t d", func(s checks.Sizes) int { return m(6, s.B, s.Hq, s.T, s.D) }},
+	"rmsnorm":                  {"b t dim", func(s checks.Sizes) int { return add(m(6, s.B, s.T, s.Dim), m(4, s.Dim), m(4, s.B, s.T)) }},
 	"swiglu": {"b t dim f", func(s checks.Sizes) int {
 		return add(m(6, s.B, s.T, s.Dim), m(12, s.Dim, s.F), m(8, s.B, s.T, s.F))
 	}},
@@ -70,6 +74,10 @@ func attentionElems(s checks.Sizes) int {
 	q, k, v, o := m(s.B, s.Hq, s.M, s.D), m(s.B, s.Hkv, s.N, s.D), m(s.B, s.Hkv, s.N, s.Dv), m(s.B, s.Hq, s.M, s.Dv)
 	// the fused kernel keeps a dQ per stripe of keys: up to 4 more
 	return add(m(7, q), m(3, k), m(3, v), m(4, o), m(4, s.B, s.Hq, s.M, s.N), m(2, s.B, s.M, s.N), m(6, s.B, s.Hq, s.M))
+}
+
+func variantElems(s checks.Sizes) int {
+	return add(attentionElems(s), m(s.B, s.Hq, s.M, s.N), m(4, s.Hq))
 }
 
 // layerElems is the attention layer at sizes s: B sequences of T tokens of

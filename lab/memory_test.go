@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,8 +12,20 @@ import (
 
 // TestFootprints: every operation has an estimate, and at sizes where
 // allocation dominates it is at least what building the instance and its
-// analytic gradients allocates.
+// analytic gradients allocates. The allocation counter is the process's,
+// so the measurement runs in a child process of its own: what earlier
+// tests left running is not counted.
 func TestFootprints(t *testing.T) {
+	if os.Getenv("LAB_FOOTPRINTS_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFootprints$", "-test.v")
+		cmd.Env = append(os.Environ(), "LAB_FOOTPRINTS_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the measuring process: %v\n%s", err, out)
+		}
+		t.Logf("%s", out)
+		return
+	}
 	for _, info := range Catalog() {
 		if _, ok := footprints[info.Op]; !ok {
 			t.Errorf("%s has no memory estimate", info.Op)
