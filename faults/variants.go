@@ -20,7 +20,7 @@ func Variants() []Fault[checks.Impl] {
 		{Name: "sink-ignored", Note: "The sink is left out of both passes: a self-consistent plain attention, so finite differences pass; the sink's share (sink-weight) and limit (sink-limit, dσ = 0 expected only at σ → −∞) catch it.", FDBlind: true,
 			Impl: stages(func(s *st) { s.Softmax, s.SinkGrad = softmaxIgnoringSink, noSinkGrad }), Breaks: "the sink logit is not in the softmax's denominator, forward or backward"},
 		{Name: "softcap-after-mask", Note: "A mask written as −∞ scores, then capped: −∞ becomes −c and every hidden key gets weight. Both passes agree on that function, so finite differences pass; the visibility probe under softcap catches it.", FDBlind: true,
-			Impl: stages(func(s *st) { s.Logits, s.Softmax, s.GradLogits = capAfterMask, softmaxOverAll, capAfterMaskGrad }),
+			Impl:   stages(func(s *st) { s.Logits, s.Softmax, s.GradLogits = capAfterMask, softmaxOverAll, capAfterMaskGrad }),
 			Breaks: "softcap applied after the mask: masked scores −∞ turned into a finite −c"},
 		{Name: "alibi-by-slot", Note: "The bias from array indices, |i − j|, equals the positions' at M = N without a cache or padding: the same function in both passes, so finite differences pass; after a cache a chunk's queries get the wrong bias (alibi-chunked-equals-full), and padded or packed rows too (alibi-closed-form).", FDBlind: true,
 			Impl: stages(func(s *st) { s.Logits = alibiBySlot }), Breaks: "ALiBi's distance from array slots (query i, key j) instead of logical positions"},
