@@ -620,11 +620,19 @@ func logitsTile[T Float](c *Config, s, capped []T, b, h, i0, nr, j0, nc int) {
 		return
 	}
 	slope := T(c.Alibi[h])
+	var kp []int // the keys' logical positions; nil: j
+	if c.KPos != nil {
+		kp = c.KPos[b*c.N+j0 : b*c.N+j0+nc]
+	}
 	for r := range nr {
 		qp := c.QueryPos(b, i0+r)
 		sr := s[r*nc : r*nc+nc]
 		for x := range sr {
-			d := qp - c.KeyPos(b, j0+x)
+			k := j0 + x
+			if kp != nil {
+				k = kp[x]
+			}
+			d := qp - k
 			if d < 0 {
 				d = -d
 			}

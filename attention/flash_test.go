@@ -427,3 +427,42 @@ func BenchmarkFlashMemory(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFlashVariants times the fused forward and backward of one size
+// (n = 1024) plain and with each variant, so that benchstat gives the
+// variants' cost as ratios of the same run:
+//
+//	go test ./attention -run '^$' -bench FlashVariants -count 10 | benchstat -col /variant -
+func BenchmarkFlashVariants(b *testing.B) {
+	for _, pass := range []string{"forward", "backward"} {
+		for _, variant := range []string{"plain", "sinks", "alibi", "softcap"} {
+			b.Run(fmt.Sprintf("pass=%s/variant=%s", pass, variant), func(b *testing.B) {
+				c, q, k, v, do := benchConfig(1024)
+				switch variant {
+				case "sinks":
+					c.Sinks = make([]float64, c.Hq)
+				case "alibi":
+					for h := range c.Hq {
+						c.Alibi = append(c.Alibi, 1/float64(int(2)<<h))
+					}
+				case "softcap":
+					c.Softcap = 30
+				}
+				o, lse := make([]float32, len(q)), make([]float32, c.Hq*c.M)
+				if err := attention.FlashForward(o, lse, q, k, v, c); err != nil {
+					b.Fatal(err)
+				}
+				dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+				for b.Loop() {
+					if pass == "forward" {
+						if err := attention.FlashForward(o, lse, q, k, v, c); err != nil {
+							b.Fatal(err)
+						}
+					} else {
+						attention.FlashBackward(dq, dk, dv, do, q, k, v, o, lse, c)
+					}
+				}
+			})
+		}
+	}
+}
