@@ -221,7 +221,7 @@ func (l Layer[T]) ForwardCached(y, x []T, w *LayerWeights[T], cache *KVCache[T],
 	if M <= DecodeMaxM {
 		attend = DecodeForward[T] // a few queries per row: split the cache across the cores
 	}
-	if err := attend(o, lse, q, cache.K[layer], cache.V[layer], cfg); err != nil {
+	if err := attend(o, lse, q, cache.K[layer], cache.V[layer], l.withSinks(cfg, w)); err != nil {
 		return err
 	}
 	fromHeads(tmp, o, B, M, l.Hq, Dh)

@@ -24,21 +24,46 @@ type Layer[T Float] struct {
 	Hq, Hkv int // query and key/value heads
 	HeadDim int // per head, for q, k and v alike
 	RoPE    nn.RoPE[T]
+	Sinks   bool // a learned sink logit per query head (LayerWeights.Sinks)
 }
 
 // LayerWeights are the projections of a Layer in Hugging Face layout:
 // q_proj (Hq·HeadDim, Dim), k_proj and v_proj (Hkv·HeadDim, Dim), o_proj
-// (Dim, Hq·HeadDim). Used for gradients too.
+// (Dim, Hq·HeadDim), and with Layer.Sinks the sink logits (Hq), as the
+// open-weight GPT checkpoints name them self_attn.sinks. Used for
+// gradients too.
 type LayerWeights[T Float] struct {
 	Wq, Wk, Wv, Wo []T
+	Sinks          []T // nil without sinks
 }
 
 // NewLayerWeights returns zeroed weights of the layer's shapes.
 func (l Layer[T]) NewLayerWeights() *LayerWeights[T] {
 	q, kv := l.Hq*l.HeadDim, l.Hkv*l.HeadDim
-	return &LayerWeights[T]{
+	w := &LayerWeights[T]{
 		Wq: make([]T, q*l.Dim), Wk: make([]T, kv*l.Dim), Wv: make([]T, kv*l.Dim), Wo: make([]T, l.Dim*q),
 	}
+	if l.Sinks {
+		w.Sinks = make([]T, l.Hq)
+	}
+	return w
+}
+
+// withSinks returns c with the sink logits of w, or c itself for a layer
+// without sinks.
+func (l Layer[T]) withSinks(c *Config, w *LayerWeights[T]) *Config {
+	if !l.Sinks {
+		return c
+	}
+	if len(w.Sinks) != l.Hq {
+		panic(fmt.Sprintf("attention: layer with sinks: len(Sinks) = %d, want Hq = %d", len(w.Sinks), l.Hq))
+	}
+	d := *c
+	d.Sinks = make([]float64, l.Hq)
+	for h, s := range w.Sinks {
+		d.Sinks[h] = float64(s)
+	}
+	return &d
 }
 
 // LayerActs holds what Forward saves for Backward and the gradients Backward
@@ -94,7 +119,7 @@ func (l Layer[T]) Forward(y []T, a *LayerActs[T], x []T, w *LayerWeights[T], c *
 	l.RoPE.Forward(a.Q, a.Q, qpos, B, l.Hq, Tn)
 	l.RoPE.Forward(a.K, a.K, kpos, B, l.Hkv, Tn)
 	// pass 3: attention
-	if err := FlashForward(a.headO, a.LSE, a.Q, a.K, a.V, c); err != nil {
+	if err := FlashForward(a.headO, a.LSE, a.Q, a.K, a.V, l.withSinks(c, w)); err != nil {
 		return err
 	}
 	fromHeads(a.O, a.headO, B, Tn, l.Hq, Dh)
@@ -122,7 +147,11 @@ func (l Layer[T]) Backward(dx []T, dw *LayerWeights[T], dy, x []T, w *LayerWeigh
 	clear(a.DQ)
 	clear(a.DK)
 	clear(a.DV)
-	FlashBackward(a.DQ, a.DK, a.DV, a.headDO, a.Q, a.K, a.V, a.headO, a.LSE, c)
+	ac := l.withSinks(c, w)
+	FlashBackward(a.DQ, a.DK, a.DV, a.headDO, a.Q, a.K, a.V, a.headO, a.LSE, ac)
+	if l.Sinks { // dσ_h = −Σ exp(σ_h − lse) · rowsum(dO ⊙ O)
+		SinkGrad(dw.Sinks, a.headO, a.LSE, a.headDO, ac)
+	}
 	// forward was: Q = RoPE(x Wqᵀ, qpos), K = RoPE(x Wkᵀ, kpos); the
 	// backward rotates by the opposite angle
 	clear(a.work)

@@ -30,6 +30,17 @@ type DecoderOps[T nn.Float] struct {
 type DecoderImpl struct {
 	DecoderOps[float64]
 	F32 DecoderOps[float32]
+	// Config is the model the checks build; nil: the plain model of the
+	// decoder checks.
+	Config *model.Config
+}
+
+// config returns the model the checks of impl build.
+func (impl DecoderImpl) config() model.Config {
+	if impl.Config != nil {
+		return *impl.Config
+	}
+	return decoderConfig
 }
 
 func decoderOps[T nn.Float]() DecoderOps[T] {
@@ -40,7 +51,20 @@ func decoderOps[T nn.Float]() DecoderOps[T] {
 }
 
 // DecoderReference is package model.
-var DecoderReference = DecoderImpl{decoderOps[float64](), decoderOps[float32]()}
+var DecoderReference = DecoderImpl{DecoderOps: decoderOps[float64](), F32: decoderOps[float32]()}
+
+// DecoderVariantsReference is package model with the attention variants
+// of newer models in its config (DecoderVariantsConfig).
+var DecoderVariantsReference = DecoderImpl{DecoderOps: decoderOps[float64](), F32: decoderOps[float32](), Config: &DecoderVariantsConfig}
+
+// DecoderVariantsConfig is the model of the decoder checks with a sliding
+// window of 3, attention and final logit softcapping (Gemma 2's keys) and
+// attention sinks in every layer.
+var DecoderVariantsConfig = func() model.Config {
+	c := decoderConfig
+	c.SlidingWindow, c.AttnLogitSoftcapping, c.FinalLogitSoftcapping, c.AttentionSinks = 3, 2, 5, true
+	return c
+}()
 
 // decoderConfig is the model of the checks: 2 layers, GQA, a vocabulary of
 // 11.
@@ -60,8 +84,10 @@ func newDecoder[T nn.Float](cfg model.Config, seed uint64) (*model.Model[T], *mo
 	return m, p
 }
 
-// testDecoder is the float64 model of the semantic checks.
-func testDecoder(seed uint64) (*model64, *params64) { return newDecoder[float64](decoderConfig, seed) }
+// testDecoder is the float64 model of the semantic checks on impl.
+func testDecoder(impl DecoderImpl, seed uint64) (*model64, *params64) {
+	return newDecoder[float64](impl.config(), seed)
+}
 
 func decoderName(cfg model.Config, b *model.Batch) string {
 	s := shape("B", b.B, "T", b.T, "layers", cfg.NumHiddenLayers, "Dim", cfg.HiddenSize, "F", cfg.IntermediateSize,
@@ -122,18 +148,18 @@ func decoderFDBatch() *model.Batch {
 		Seg:   []int{0, 0, 0, 0, 0, 0, 0, 1, 1, 1}}
 }
 
-func decoderCases[T nn.Float](ops DecoderOps[T], big bool) []Case[T] {
+func decoderCases[T nn.Float](ops DecoderOps[T], cfg model.Config, big bool) []Case[T] {
 	if big {
 		return nil
 	}
-	return []Case[T]{decoderCase(ops, decoderConfig, decoderFDBatch(), 1)}
+	return []Case[T]{decoderCase(ops, cfg, decoderFDBatch(), 1)}
 }
 
 // decoderSized is the model at sizes s: 2 layers of width Dim, Hq and Hkv
 // heads of Dim/Hq, SwiGLU width F, a vocabulary of 11, B rows of T tokens,
 // the first left-padded by one token.
-func decoderSized(s Sizes) (model.Config, *model.Batch) {
-	cfg := decoderConfig
+func decoderSized(impl DecoderImpl, s Sizes) (model.Config, *model.Batch) {
+	cfg := impl.config()
 	cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = s.Dim, s.F, s.Hq, s.Hkv
 	cfg.MaxPositionEmbeddings = max(64, s.T)
 	b := &model.Batch{B: s.B, T: s.T, Tokens: make([]int, s.B*s.T), Valid: make([]bool, s.B*s.T)}
@@ -179,10 +205,14 @@ func lengths(rows [][]int) []int {
 }
 
 // Decoder returns the suite of the whole model.
-func Decoder() Suite[DecoderImpl] {
-	spec := gradSpec[DecoderImpl]{op: "the whole model (every parameter)", ref: DecoderReference,
-		cases:   func(i DecoderImpl, big bool) []Case[float64] { return decoderCases(i.DecoderOps, big) },
-		cases32: func(i DecoderImpl, big bool) []Case[float32] { return decoderCases(i.F32, big) },
+func Decoder() Suite[DecoderImpl] { return DecoderOf(DecoderReference) }
+
+// DecoderOf is the suite of the decoder whose model is ref's config: the
+// float32 check compares with ref's float64 path.
+func DecoderOf(ref DecoderImpl) Suite[DecoderImpl] {
+	spec := gradSpec[DecoderImpl]{op: "the whole model (every parameter)", ref: ref,
+		cases:   func(i DecoderImpl, big bool) []Case[float64] { return decoderCases(i.DecoderOps, i.config(), big) },
+		cases32: func(i DecoderImpl, big bool) []Case[float32] { return decoderCases(i.F32, i.config(), big) },
 		// Two layers of O(1) weights have larger high derivatives than one
 		// op: a smaller step keeps the 4-point truncation error (∝ ε⁴) below
 		// 1e-11 while rounding (∝ u/ε) stays near 1e-12.
@@ -267,11 +297,11 @@ func Decoder() Suite[DecoderImpl] {
 				}},
 		),
 		At: func(impl DecoderImpl, s Sizes, seed uint64) Case[float64] {
-			cfg, b := decoderSized(s)
+			cfg, b := decoderSized(impl, s)
 			return decoderCase(impl.DecoderOps, cfg, b, seed)
 		},
 		At32: func(impl DecoderImpl, s Sizes, seed uint64) Case[float32] {
-			cfg, b := decoderSized(s)
+			cfg, b := decoderSized(impl, s)
 			return decoderCase(impl.F32, cfg, b, seed)
 		},
 		Reads: "2 layers of width Dim, Hq and Hkv heads of Dim/Hq, SwiGLU width F, a vocabulary of 11; B rows of T tokens, the first left-padded by one",
@@ -326,7 +356,7 @@ func decode(impl DecoderImpl, m *model64, p *params64, B, T int, tokens []int, v
 }
 
 func decoderChunks(impl DecoderImpl) Result {
-	m, p := testDecoder(2)
+	m, p := testDecoder(impl, 2)
 	const B, T = 2, 7
 	tokens := decoderChunkTokens
 	want, _, err := full(impl, m, p, &model.Batch{B: B, T: T, Tokens: tokens})
@@ -349,7 +379,7 @@ func decoderChunks(impl DecoderImpl) Result {
 }
 
 func decoderPrefixCheck(impl DecoderImpl) Result {
-	m, p := testDecoder(3)
+	m, p := testDecoder(impl, 3)
 	T, cut := len(decoderPrefix), decoderPrefixCut
 	tokens := decoderPrefix
 	want, _, err := full(impl, m, p, &model.Batch{B: 1, T: T, Tokens: tokens})
@@ -372,7 +402,7 @@ func decoderPrefixCheck(impl DecoderImpl) Result {
 }
 
 func decoderPadding(impl DecoderImpl) Result {
-	m, p := testDecoder(4)
+	m, p := testDecoder(impl, 4)
 	V := m.Config.VocabSize
 	short, long := decoderShort, decoderLong
 	var worst float64
@@ -480,7 +510,7 @@ func decoderPadding(impl DecoderImpl) Result {
 }
 
 func decoderPacking(impl DecoderImpl) Result {
-	m, p := testDecoder(5)
+	m, p := testDecoder(impl, 5)
 	V := m.Config.VocabSize
 	docs := decoderDocs
 	var packed, seg []int
@@ -511,7 +541,7 @@ func decoderPacking(impl DecoderImpl) Result {
 }
 
 func decoderLabels(impl DecoderImpl) Result {
-	m, p := testDecoder(6)
+	m, p := testDecoder(impl, 6)
 	V := m.Config.VocabSize
 	b := &model.Batch{B: 1}
 	for d, doc := range decoderDocs { // the documents packed in one row
@@ -591,7 +621,7 @@ func greedy(impl DecoderImpl, m *model64, p *params64, prompts [][]int, n int) (
 }
 
 func decoderGeneration(impl DecoderImpl) Result {
-	m, p := testDecoder(7)
+	m, p := testDecoder(impl, 7)
 	prompts := decoderPrompts
 	batch, err := greedy(impl, m, p, prompts, decoderGenerate)
 	if err != nil {

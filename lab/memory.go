@@ -39,17 +39,10 @@ var footprints = map[string]footprint{
 	"block": {"b t dim hq hkv d f", func(s checks.Sizes) int {
 		return add(layerElems(s), m(9, s.Dim, s.F), m(8, s.B, s.T, s.F), m(16, s.B, s.T, s.Dim))
 	}},
-	"decoder": {"b t dim hq hkv f", func(s checks.Sizes) int {
-		// 2 layers of width Dim, heads of Dim/Hq, a vocabulary of 11: the
-		// parameters four times (values, gradients and the model's
-		// copies), the activations of two passes
-		const layers, vocab = 2, 11
-		hd := max(s.Dim/max(s.Hq, 1), 1)
-		q, kv := m(s.Hq, hd), m(s.Hkv, hd)
-		block := add(m(2, s.Dim), m(2, q, s.Dim), m(2, kv, s.Dim), m(3, s.Dim, s.F))
-		params := add(m(vocab, s.Dim), s.Dim, m(layers, block))
-		token := add(m(layers+4, s.Dim), m(3, vocab), m(layers, add(m(8, s.Dim), m(3, s.F), m(8, q), m(6, kv), s.Hq)))
-		return add(m(4, params), m(2, s.B, s.T, token), m(2, s.B, s.Hq, s.T, s.T))
+	"decoder": {"b t dim hq hkv f", decoderElems},
+	// the sinks and their moments, softcap's recomputed scores
+	"decoder-variants": {"b t dim hq hkv f", func(s checks.Sizes) int {
+		return add(decoderElems(s), m(8, 2, s.Hq), m(2, s.B, s.Hq, s.T, s.T))
 	}},
 	"infonce": {"b n t dim", func(s checks.Sizes) int {
 		n := max(s.N, s.B)
@@ -68,6 +61,19 @@ const scratch = 1 << 16
 type footprint struct {
 	reads string // the flags, without their dash
 	elems func(s checks.Sizes) int
+}
+
+// decoderElems is the decoder of the checks: 2 layers of width Dim, heads
+// of Dim/Hq, a vocabulary of 11: the parameters four times (values,
+// gradients and the model's copies), the activations of two passes.
+func decoderElems(s checks.Sizes) int {
+	const layers, vocab = 2, 11
+	hd := max(s.Dim/max(s.Hq, 1), 1)
+	q, kv := m(s.Hq, hd), m(s.Hkv, hd)
+	block := add(m(2, s.Dim), m(2, q, s.Dim), m(2, kv, s.Dim), m(3, s.Dim, s.F))
+	params := add(m(vocab, s.Dim), s.Dim, m(layers, block))
+	token := add(m(layers+4, s.Dim), m(3, vocab), m(layers, add(m(8, s.Dim), m(3, s.F), m(8, q), m(6, kv), s.Hq)))
+	return add(m(4, params), m(2, s.B, s.T, token), m(2, s.B, s.Hq, s.T, s.T))
 }
 
 func attentionElems(s checks.Sizes) int {

@@ -28,6 +28,20 @@ type Config struct {
 	// KindReranker); Hugging Face keeps the field as an attribute it does not
 	// use. Empty in checkpoints written elsewhere.
 	Kind string `json:"attnlab_kind,omitempty"`
+
+	// The attention variants of newer models, by the names their Hugging
+	// Face configs use where they have one (absent: none):
+	// sliding_window limits every layer's attention to the last W keys,
+	// the current one included (Mistral's and Gemma 2's key; Gemma 2
+	// alternates it by layer, here it applies to all);
+	// attn_logit_softcapping c caps every score as c·tanh(s/c) and
+	// final_logit_softcapping the LM head's logits likewise (Gemma 2);
+	// attention_sinks gives every layer a learned sink logit per query head,
+	// the tensor self_attn.sinks of the open-weight GPT checkpoints.
+	SlidingWindow         int     `json:"sliding_window,omitempty"`
+	AttnLogitSoftcapping  float64 `json:"attn_logit_softcapping,omitempty"`
+	FinalLogitSoftcapping float64 `json:"final_logit_softcapping,omitempty"`
+	AttentionSinks        bool    `json:"attention_sinks,omitempty"`
 }
 
 // The kinds of checkpoint attnlab writes. The same weights can be loaded
@@ -95,6 +109,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: config rms_norm_eps = %v, want a finite value >= 0", c.RMSNormEps)
 	case !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0):
 		return fmt.Errorf("model: config rope_theta = %v, want a finite value > 0", c.RopeTheta)
+	case c.SlidingWindow < 0 || c.SlidingWindow > MaxPositions:
+		return fmt.Errorf("model: config sliding_window = %d, want in [0, %d] (0: none)", c.SlidingWindow, MaxPositions)
+	case !(c.AttnLogitSoftcapping >= 0) || math.IsInf(c.AttnLogitSoftcapping, 0):
+		return fmt.Errorf("model: config attn_logit_softcapping = %v, want a finite value >= 0 (0: none)", c.AttnLogitSoftcapping)
+	case !(c.FinalLogitSoftcapping >= 0) || math.IsInf(c.FinalLogitSoftcapping, 0):
+		return fmt.Errorf("model: config final_logit_softcapping = %v, want a finite value >= 0 (0: none)", c.FinalLogitSoftcapping)
 	}
 	for _, id := range []struct {
 		name string
@@ -118,6 +138,9 @@ func (c Config) NumParams() int {
 		heads = 2
 	}
 	block := memlimit.Add(2*D, memlimit.Mul(2, q, D), memlimit.Mul(2, kv, D), memlimit.Mul(3, D, F))
+	if c.AttentionSinks {
+		block = memlimit.Add(block, c.NumAttentionHeads)
+	}
 	return memlimit.Add(memlimit.Mul(heads, V, D), D, memlimit.Mul(L, block))
 }
 

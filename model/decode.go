@@ -60,6 +60,11 @@ func countReal(valid []bool, from, to int) int {
 // and values at slot.
 func (m *Model[T]) StepAt(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, slot int, cfg *attention.Config) error {
 	c := m.Config
+	if c.SlidingWindow != 0 || c.AttnLogitSoftcapping != 0 { // the model's variants on the cache's mask
+		v := *cfg
+		v.Window, v.Softcap = c.SlidingWindow, c.AttnLogitSoftcapping
+		cfg = &v
+	}
 	n, D, V := cfg.B*cfg.M, c.HiddenSize, c.VocabSize
 	work := &cache.Scratch
 	defer work.Release(work.Mark())
@@ -82,6 +87,7 @@ func (m *Model[T]) StepAt(logits []T, cache *attention.KVCache[T], p *Params[T],
 	rstd := work.Take(n)
 	m.Block.Norm.Forward(y, rstd, x, p.Norm, n)
 	nn.Linear[T]{In: D, Out: V}.Forward(logits, y, p.Head(), nil, n)
+	capLogits(logits[:n*V], c.FinalLogitSoftcapping)
 	return nil
 }
 

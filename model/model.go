@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/attnlab/attnlab/attention"
@@ -40,7 +41,7 @@ func New[T nn.Float](cfg Config) (*Model[T], error) {
 	dh := cfg.Head()
 	return &Model[T]{Config: cfg, Block: Block[T]{
 		Attn: attention.Layer[T]{Dim: cfg.HiddenSize, Hq: cfg.NumAttentionHeads, Hkv: cfg.NumKeyValueHeads, HeadDim: dh,
-			RoPE: nn.RoPE[T]{D: dh, Base: cfg.RopeTheta}},
+			RoPE: nn.RoPE[T]{D: dh, Base: cfg.RopeTheta}, Sinks: cfg.AttentionSinks},
 		MLP:  nn.SwiGLU[T]{D: cfg.HiddenSize, F: cfg.IntermediateSize},
 		Norm: nn.RMSNorm[T]{D: cfg.HiddenSize, Eps: T(cfg.RMSNormEps)},
 	}}, nil
@@ -94,6 +95,9 @@ func (m *Model[T]) Tensors(p *Params[T]) []Tensor[T] {
 			Tensor[T]{pre + "mlp.up_proj.weight", []int{F, D}, l.Up},
 			Tensor[T]{pre + "mlp.down_proj.weight", []int{D, F}, l.Down},
 		)
+		if c.AttentionSinks {
+			ts = append(ts, Tensor[T]{pre + "self_attn.sinks", []int{c.NumAttentionHeads}, l.Attn.Sinks})
+		}
 	}
 	ts = append(ts, Tensor[T]{"model.norm.weight", []int{D}, p.Norm})
 	if p.LMHead != nil {
@@ -167,12 +171,36 @@ func (b *Batch) ShiftedTargets() []int {
 }
 
 // Attention returns the mask of b: causal self-attention by position, with
-// b's validity and segments.
+// b's validity and segments, and m's sliding window and softcap.
 func (b *Batch) Attention(m Config) *attention.Config {
 	pos := b.Positions()
 	return &attention.Config{
 		B: b.B, Hq: m.NumAttentionHeads, Hkv: m.NumKeyValueHeads, M: b.T, N: b.T, D: m.Head(), Dv: m.Head(),
 		Causal: true, QPos: pos, KPos: pos, QValid: b.Valid, KValid: b.Valid, QSeg: b.Seg, KSeg: b.Seg,
+		Window: m.SlidingWindow, Softcap: m.AttnLogitSoftcapping,
+	}
+}
+
+// capLogits applies final_logit_softcapping c to logits in place:
+// z ← c · tanh(z / c).
+func capLogits[T nn.Float](logits []T, c float64) {
+	if c == 0 {
+		return
+	}
+	for x, z := range logits {
+		logits[x] = T(c * math.Tanh(float64(z)/c))
+	}
+}
+
+// capLogitsGrad takes dlogits back through capLogits, given the capped
+// logits t: forward was t = c · tanh(z / c), so dz = dt ⊙ (1 − (t / c)²).
+func capLogitsGrad[T nn.Float](dlogits, capped []T, c float64) {
+	if c == 0 {
+		return
+	}
+	for x, t := range capped {
+		r := float64(t) / c
+		dlogits[x] *= T(1 - r*r)
 	}
 }
 
@@ -315,6 +343,7 @@ func (m *Model[T]) Forward(a *Acts[T], p *Params[T], b *Batch) (loss T, count in
 	L := len(p.Layers)
 	m.Block.Norm.Forward(a.XF, a.RstdF, a.X[L], p.Norm, n)
 	nn.Linear[T]{In: D, Out: V}.Forward(a.Logits, a.XF, p.Head(), nil, n)
+	capLogits(a.Logits, c.FinalLogitSoftcapping)
 	a.targets = b.ShiftedTargets()
 	loss, a.count = nn.CrossEntropy[T]{V: V, IgnoreIndex: nn.DefaultIgnoreIndex}.Forward(a.Probs, a.Logits, a.targets, n)
 	return loss, a.count, nil
@@ -341,6 +370,8 @@ func (m *Model[T]) BackwardScaled(g, p *Params[T], a *Acts[T], b *Batch, dloss T
 	dlogits := a.dlogits[:n*V]
 	clear(dlogits) // CrossEntropy.Backward adds into it
 	nn.CrossEntropy[T]{V: V, IgnoreIndex: nn.DefaultIgnoreIndex}.Backward(dlogits, a.Probs, a.targets, n, a.count, dloss)
+	// forward was: logits = c · tanh(z / c) (final_logit_softcapping)
+	capLogitsGrad(dlogits, a.Logits, c.FinalLogitSoftcapping)
 	// forward was: logits = XF headᵀ (the head may be the embedding: tied)
 	clear(a.dxf)
 	nn.Linear[T]{In: D, Out: V}.Backward(a.dxf, g.Head(), nil, dlogits, a.XF, p.Head(), n)
