@@ -82,6 +82,7 @@ Example: attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite
 
 func runConform(ctx context.Context, exe, impl, contract string, timeout time.Duration, asJSON bool, stdout io.Writer) error {
 	var target conform.Implementation
+	var adapter *conform.Adapter
 	switch impl {
 	case "reference":
 		target = conform.Reference()
@@ -92,12 +93,17 @@ func runConform(ctx context.Context, exe, impl, contract string, timeout time.Du
 		if err != nil {
 			return adapterFailure(err)
 		}
-		defer a.Close()
-		target = a
+		defer a.Close() // after a failure: ends it
+		target, adapter = a, a
 	}
 	rep, err := conform.Run(ctx, target, contract)
 	if err != nil {
 		return adapterFailure(err)
+	}
+	if adapter != nil {
+		if err := adapter.Close(); err != nil { // it must exit 0
+			return adapterFailure(err)
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
