@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"strings"
@@ -14,13 +12,14 @@ import (
 
 var conformCmd = register(&command{
 	name:  "conform",
-	usage: `-exec "CMD ARGS" | -impl reference|fused  [-contract position|bottom-right|top-left] [-json] [-timeout D]`,
+	usage: `-exec NAME|"CMD ARGS" | -impl reference|fused | -list  [-contract position|bottom-right|top-left] [-json] [-timeout D]`,
 	short: "run the lab's attention checks on another implementation and print its semantics card",
 	long: `Conform runs the lab's attention checks on an implementation that is not
 attnlab's: -exec starts an adapter process that speaks the protocol of
-docs/conform-protocol.md (adapters for PyTorch and ONNX Runtime are in
-adapters/, a Go example in examples/conform-go/); -impl picks one of
-attnlab's own kernels instead.
+docs/conform-protocol.md, either a shipped adapter by name (-list shows them:
+PyTorch and ONNX Runtime adapters, embedded in attnlab and run from any
+folder) or any program with its arguments (a Go example is in
+examples/conform-go/); -impl picks one of attnlab's own kernels instead.
 
 It first measures the semantics card: where the causal diagonal sits for
 M < N (a chunk after a cache) and M > N (position, bottom-right, top-left,
@@ -44,21 +43,31 @@ when a check it should answer could not be run, or none ran. What it does
 not declare is listed as not covered: a skipped check never counts as a
 pass.
 
+The adapter runs in a process group of its own, ended whole when the run
+ends; after its input closes it must exit 0.
+
 Exit status: 0 conformant, 1 not conformant or not established, 2 usage,
 3 the adapter failed (crashed, hung past -timeout, closed its output,
-answered outside the protocol, or refused what it declares: the error names
-the adapter and the request).
+answered outside the protocol, refused what it declares, or exited non-zero
+at the end: the error names the adapter and the request).
 
-Example: attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite.py"`,
+Example: attnlab conform -exec torch-composite`,
 	define: func(fs *flag.FlagSet) runFunc {
-		exe := fs.String("exec", "", "the adapter command, split into words like a shell does")
+		exe := fs.String("exec", "", "the adapter: a shipped adapter's name (-list), or a command split into words like a shell does")
 		impl := fs.String("impl", "", "one of attnlab's kernels instead of an adapter: reference or fused")
+		list := fs.Bool("list", false, "list the shipped adapters, what each runs and whether its runtime is installed here")
 		contract := fs.String("contract", conform.AlignPosition, "the causal alignment to hold it to: "+strings.Join(conform.Contracts, ", "))
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		timeout := fs.Duration("timeout", 60*time.Second, "longest wait for one answer of the adapter")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
 				return err
+			}
+			if *list {
+				if *exe != "" || *impl != "" {
+					return usagef("-list takes no -exec or -impl")
+				}
+				return listAdapters(stdout)
 			}
 			switch {
 			case (*exe == "") == (*impl == ""):
@@ -79,52 +88,3 @@ Example: attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite
 		}
 	},
 })
-
-func runConform(ctx context.Context, exe, impl, contract string, timeout time.Duration, asJSON bool, stdout io.Writer) error {
-	var target conform.Implementation
-	var adapter *conform.Adapter
-	switch impl {
-	case "reference":
-		target = conform.Reference()
-	case "fused":
-		target = conform.Fused()
-	default:
-		a, err := conform.Start(ctx, exe, timeout)
-		if err != nil {
-			return adapterFailure(err)
-		}
-		defer a.Close() // after a failure: ends it
-		target, adapter = a, a
-	}
-	rep, err := conform.Run(ctx, target, contract)
-	if err != nil {
-		return adapterFailure(err)
-	}
-	if adapter != nil {
-		if err := adapter.Close(); err != nil { // it must exit 0
-			return adapterFailure(err)
-		}
-	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else if err := rep.WriteText(stdout); err != nil {
-		return err
-	}
-	if !rep.Conformant {
-		return errFailed
-	}
-	return nil
-}
-
-// adapterFailure marks the failure of an adapter process for exit status 3.
-func adapterFailure(err error) error {
-	var ae *conform.Error
-	if errors.As(err, &ae) {
-		return adapterError{err}
-	}
-	return err
-}
