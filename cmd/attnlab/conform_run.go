@@ -42,20 +42,20 @@ func target(ctx context.Context, exe, impl string, timeout time.Duration) (confo
 	return a, func() error { return adapterFailure(a.Close()) }, nil
 }
 
-func runConform(ctx context.Context, exe, impl, contract string, timeout time.Duration, asJSON bool, stdout io.Writer) error {
-	impl1, closeImpl, err := target(ctx, exe, impl, timeout)
+func runConform(ctx context.Context, o *conformOpts, stdout io.Writer) error {
+	impl, closeImpl, err := target(ctx, o.exe, o.impl, o.timeout)
 	if err != nil {
 		return err
 	}
 	defer closeImpl() // after a failure: ends it
-	rep, err := conform.Run(ctx, impl1, contract)
+	rep, err := conform.Run(ctx, impl, o.contract)
 	if err != nil {
 		return adapterFailure(err)
 	}
 	if err := closeImpl(); err != nil { // it must exit 0
 		return err
 	}
-	if asJSON {
+	if o.asJSON {
 		if err := writeJSON(stdout, rep); err != nil {
 			return err
 		}
