@@ -104,13 +104,24 @@ func TestORTMissingSaysWhatToInstall(t *testing.T) {
 
 // TestShippedFromAnotherFolder: the shipped adapters run by name from a
 // folder that is not the repository (as from a go install'ed binary),
-// answer a request and exit 0; onnxruntime-node is found through NODE_PATH
-// there. Every script runs (torch_mha and the variants that only add
+// answer a request and exit 0; onnxruntime-node is found in the user's
+// cache folder. Every script runs (torch_mha and the variants that only add
 // arguments are left out: PyTorch starts in 3-4 s each, and
 // TestResolveEveryName checks their programs).
 func TestShippedFromAnotherFolder(t *testing.T) {
+	// onnxruntime-node where an installed attnlab looks for it (the user's
+	// cache folder), and not in NODE_PATH: node finds it only if Resolve
+	// tells it where
+	t.Setenv("NODE_PATH", "")
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
 	if modules, err := filepath.Abs(filepath.Join("node", "node_modules")); err == nil {
-		t.Setenv("NODE_PATH", modules)
+		if err := os.MkdirAll(filepath.Join(cache, "attnlab", "node"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(modules, adapters.CacheModules()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Chdir(t.TempDir())
 	for _, s := range adapters.List() {
