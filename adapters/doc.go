@@ -7,7 +7,14 @@
 //   - node/: ONNX Runtime's Attention and com.microsoft GroupQueryAttention
 //     ops, run by onnxruntime-node (ort_attention.js).
 //
-// The package itself has no Go code: its tests start each adapter through
-// conform.Start and compare its answers with attnlab's reference, and they
-// skip when the adapter's runtime is not installed.
+// The scripts are embedded in the package, so that a binary installed
+// anywhere runs them by name: Resolve writes a shipped adapter's scripts to
+// a private temporary folder and returns the program to run them with
+// (/usr/bin/python3 for PyTorch; node with NODE_PATH at an installed
+// onnxruntime-node), List names them (attnlab conform -list), and Start
+// takes a name or any command line (attnlab conform -exec).
+//
+// The tests start each adapter through conform.Start and compare its
+// answers with attnlab's reference, and they skip when the adapter's
+// runtime is not installed.
 package adapters

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -134,24 +135,49 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Adapter is a running adapter process.
+// DefaultCloseGrace is how long Close waits for an adapter to exit after
+// its input is closed before ending it. It is generous on purpose: a
+// well-behaved adapter may take seconds to tear its runtime down (PyTorch
+// does), and a slow clean exit is not a failure.
+const DefaultCloseGrace = 30 * time.Second
+
+// termGrace is how long an adapter's process group is given to end after
+// SIGTERM before SIGKILL.
+const termGrace = 500 * time.Millisecond
+
+// Adapter is a running adapter process. It runs in a process group of its
+// own: whatever it starts (the python behind a wrapper script, a shell's
+// background job) is ended with it.
 type Adapter struct {
 	Command string
 	Caps    Capabilities
 	Timeout time.Duration // per request
+	// CloseGrace bounds the wait for the adapter's exit after its input
+	// closes (DefaultCloseGrace).
+	CloseGrace time.Duration
 
-	cmd      *exec.Cmd
-	in       io.WriteCloser
-	out      *bufio.Reader
-	stderr   *tail
-	requests int
-	calls    int
-	dead     error
+	ctx     context.Context
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     *bufio.Reader
+	stderr  *tail
+	exited  chan struct{} // closed once the process is reaped
+	waitErr error         // cmd.Wait's, set before exited is closed
+	stdout  *os.File
+	// stderrPipe is copied into stderr until stderrDone is closed.
+	stderrPipe *os.File
+	stderrDone chan struct{}
+	cleanup    func()
+	requests   int
+	calls      int
+	dead       error
+	closed     bool
 }
 
 // Start starts the adapter command (split into words like a shell, with
 // single and double quotes) and exchanges the hello. timeout bounds every
-// exchange.
+// exchange; when ctx is done the adapter is ended and the exchange under
+// way returns ctx's error.
 func Start(ctx context.Context, command string, timeout time.Duration) (*Adapter, error) {
 	words, err := splitWords(command)
 	if err != nil {
@@ -160,21 +186,71 @@ func Start(ctx context.Context, command string, timeout time.Duration) (*Adapter
 	if len(words) == 0 {
 		return nil, fmt.Errorf("conform: -exec is empty")
 	}
-	a := &Adapter{Command: command, Timeout: timeout, stderr: &tail{}}
-	a.cmd = exec.CommandContext(ctx, words[0], words[1:]...)
-	a.cmd.Stderr = a.stderr
-	a.cmd.WaitDelay = time.Second
+	return StartProgram(ctx, Program{Name: command, Argv: words}, timeout)
+}
+
+// Program is an adapter program to start.
+type Program struct {
+	Name string   // how errors name it: the command line, or a shipped adapter's name
+	Argv []string // the program and its arguments
+	Env  []string // added to attnlab's environment ("KEY=value")
+	// Cleanup, when not nil, runs once the program has ended (it removes
+	// the files the program was written to, say).
+	Cleanup func()
+}
+
+// StartProgram starts p and exchanges the hello, as Start does.
+func StartProgram(ctx context.Context, p Program, timeout time.Duration) (*Adapter, error) {
+	if len(p.Argv) == 0 {
+		panic("conform: StartProgram with no program")
+	}
+	a := &Adapter{Command: p.Name, Timeout: timeout, CloseGrace: DefaultCloseGrace, ctx: ctx, stderr: &tail{},
+		exited: make(chan struct{}), stderrDone: make(chan struct{}), cleanup: p.Cleanup}
+	a.cmd = exec.Command(p.Argv[0], p.Argv[1:]...)
+	if len(p.Env) > 0 {
+		a.cmd.Env = append(os.Environ(), p.Env...)
+	}
+	ownGroup(a.cmd)
+	// The pipes are ours, not exec's, so that Wait returns as soon as the
+	// adapter exits even when what it started still holds them, and so
+	// that its stderr can be read to the end before an error is composed.
+	var err error
 	if a.in, err = a.cmd.StdinPipe(); err != nil {
+		a.runCleanup()
 		return nil, err
 	}
-	stdout, err := a.cmd.StdoutPipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
+		a.runCleanup()
 		return nil, err
 	}
-	a.out = bufio.NewReaderSize(stdout, 1<<16)
-	if err := a.cmd.Start(); err != nil {
-		return nil, &Error{Adapter: command, Request: "start", Err: err}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		a.runCleanup()
+		return nil, err
 	}
+	a.cmd.Stdout, a.cmd.Stderr = outW, errW
+	err = a.cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		a.runCleanup()
+		return nil, &Error{Adapter: p.Name, Request: "start", Err: err}
+	}
+	a.stdout, a.stderrPipe = outR, errR
+	a.out = bufio.NewReaderSize(outR, 1<<16)
+	go func() {
+		io.Copy(a.stderr, errR)
+		close(a.stderrDone)
+	}()
+	go func() {
+		a.waitErr = a.cmd.Wait()
+		close(a.exited)
+	}()
 	hello := safetensors.New()
 	hello.Metadata = map[string]string{"op": "hello", "protocol": Protocol}
 	reply, err := a.exchange("hello", hello)
@@ -184,12 +260,14 @@ func Start(ctx context.Context, command string, timeout time.Duration) (*Adapter
 	}
 	caps := reply.Metadata["capabilities"]
 	if err := json.Unmarshal([]byte(caps), &a.Caps); err != nil {
+		err = a.fail("hello", fmt.Errorf("capabilities %q: %w", abbrev(caps), err))
 		a.Close()
-		return nil, a.fail("hello", fmt.Errorf("capabilities %q: %w", abbrev(caps), err))
+		return nil, err
 	}
 	if err := a.Caps.validate(); err != nil {
+		err = a.fail("hello", err)
 		a.Close()
-		return nil, a.fail("hello", err)
+		return nil, err
 	}
 	return a, nil
 }
@@ -197,21 +275,98 @@ func Start(ctx context.Context, command string, timeout time.Duration) (*Adapter
 // Calls is the number of attention requests answered so far.
 func (a *Adapter) Calls() int { return a.calls }
 
-// Close ends the adapter: its input is closed and it must exit; one that
-// does not within a second is killed. The process is always reaped.
+// Close ends the adapter: its input is closed and it must exit with status
+// 0 within CloseGrace, or it is ended (SIGTERM to its process group, then
+// SIGKILL) and that is an error. Whatever is left of its process group is
+// ended too, and the process is always reaped. The error of a failed exit
+// is an *Error; after a failure of the adapter Close returns nil (the
+// failure was the error).
 func (a *Adapter) Close() error {
-	if a.cmd == nil || a.cmd.Process == nil {
+	if a.cmd == nil || a.cmd.Process == nil || a.closed {
+		return nil
+	}
+	a.closed = true
+	defer a.runCleanup()
+	if a.dead != nil {
+		a.endGroup()
 		return nil
 	}
 	a.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- a.cmd.Wait() }()
+	grace := a.CloseGrace
+	if grace <= 0 {
+		grace = DefaultCloseGrace
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
 	select {
-	case err := <-done:
-		return err
+	case <-a.exited:
+		a.endGroup() // what it started and left behind
+		if status := exitStatus(a.waitErr); status != "" {
+			return a.closeError(fmt.Errorf("%s after its input closed", status))
+		}
+		return nil
+	case <-timer.C:
+		a.endGroup()
+		return a.closeError(fmt.Errorf("it did not exit within %v of its input closing", grace))
+	case <-a.ctx.Done():
+		a.endGroup()
+		return a.closeError(a.ctx.Err())
+	}
+}
+
+func (a *Adapter) closeError(err error) error {
+	return &Error{Adapter: a.Command, Request: "close", Err: err, Stderr: a.stderr.String()}
+}
+
+// exitStatus describes a failed exit ("" for status 0).
+func exitStatus(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return fmt.Sprintf("it exited with status %d", ee.ExitCode())
+	case errors.As(err, &ee):
+		return "it was ended by " + ee.ProcessState.String()
+	}
+	return err.Error()
+}
+
+// endGroup ends the adapter's process group: SIGTERM, then SIGKILL to what
+// is left after termGrace. It returns once the adapter is reaped.
+func (a *Adapter) endGroup() {
+	pid := a.cmd.Process.Pid
+	if groupAlive(pid) {
+		signalGroup(pid, true)
+		deadline := time.Now().Add(termGrace)
+		for groupAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if groupAlive(pid) {
+			signalGroup(pid, false)
+		}
+	}
+	select {
+	case <-a.exited:
+	case <-time.After(termGrace):
+		a.cmd.Process.Kill() // not in its group any more (it called setpgid itself)
+		<-a.exited
+	}
+	// the whole of its stderr, unless a process outside the group holds
+	// the pipe open
+	select {
+	case <-a.stderrDone:
 	case <-time.After(time.Second):
-		a.cmd.Process.Kill()
-		return <-done
+		a.stderrPipe.Close()
+		<-a.stderrDone
+	}
+	a.stdout.Close()
+}
+
+func (a *Adapter) runCleanup() {
+	if a.cleanup != nil {
+		a.cleanup()
+		a.cleanup = nil
 	}
 }
 
@@ -284,10 +439,16 @@ func (a *Adapter) Attention(r *Request) (*Response, error) {
 	return resp, nil
 }
 
+// errClosed is the adapter closing its output.
+var errClosed = errors.New("the adapter closed its output (it exited or crashed)")
+
 // exchange writes one frame and reads one, within the timeout.
 func (a *Adapter) exchange(request string, f *safetensors.File) (*safetensors.File, error) {
 	if a.dead != nil {
 		return nil, a.dead
+	}
+	if err := a.ctx.Err(); err != nil {
+		return nil, a.fail(request, err)
 	}
 	data, err := f.MarshalBinary()
 	if err != nil {
@@ -305,44 +466,97 @@ func (a *Adapter) exchange(request string, f *safetensors.File) (*safetensors.Fi
 			done <- result{nil, fmt.Errorf("writing the request: %w (the adapter stopped reading)", err)}
 			return
 		}
-		if _, err := io.ReadFull(a.out, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("the adapter closed its output (it exited or crashed)")
-			}
-			done <- result{nil, err}
-			return
-		}
-		n := binary.LittleEndian.Uint64(hdr[:])
-		if n > 1<<31 {
-			done <- result{nil, fmt.Errorf("a frame of %d bytes", n)}
-			return
-		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(a.out, buf); err != nil {
-			done <- result{nil, fmt.Errorf("a frame cut short: %w", err)}
-			return
-		}
-		reply, err := safetensors.Parse(buf)
-		if err != nil {
-			err = fmt.Errorf("the answer is not a safetensors file: %w", err)
-		}
+		reply, err := readFrame(a.out)
 		done <- result{reply, err}
 	}()
+	timer := time.NewTimer(a.Timeout)
+	defer timer.Stop()
 	select {
 	case r := <-done:
 		if r.err != nil {
 			return nil, a.fail(request, r.err)
 		}
 		return r.f, nil
-	case <-time.After(a.Timeout):
+	case <-timer.C:
 		return nil, a.fail(request, fmt.Errorf("no answer within %v", a.Timeout))
+	case <-a.ctx.Done():
+		return nil, a.fail(request, a.ctx.Err())
 	}
 }
 
-// fail records the adapter as failed, stops it and returns the error.
+// readFrame reads one frame: a uint64 length, then a safetensors file of
+// that length. What cannot begin a frame (a stray line of text, a blank
+// line before the frame) is reported as soon as it is read, quoting it,
+// rather than waiting for bytes that will not come.
+func readFrame(r *bufio.Reader) (*safetensors.File, error) {
+	var hdr [16]byte
+	if n, err := io.ReadFull(r, hdr[:8]); err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return nil, errClosed
+		}
+		return nil, fmt.Errorf("the adapter closed its output after %q, within a frame's length", hdr[:n])
+	}
+	n := binary.LittleEndian.Uint64(hdr[:8])
+	// a safetensors file is at least an 8-byte header length and "{}"
+	if n < 10 || n > 1<<31 {
+		return nil, malformed(r, hdr[:8], fmt.Sprintf("a frame length of %d bytes", n))
+	}
+	if k, err := io.ReadFull(r, hdr[8:]); err != nil {
+		return nil, malformed(r, hdr[:8+k], "the output ended within the frame")
+	}
+	hl := binary.LittleEndian.Uint64(hdr[8:])
+	if hl < 2 || hl > n-8 {
+		return nil, malformed(r, hdr[:], fmt.Sprintf("a safetensors header of %d bytes in a frame of %d", hl, n))
+	}
+	if b, err := r.Peek(1); err != nil || b[0] != '{' {
+		return nil, malformed(r, hdr[:], "no JSON header where the safetensors header begins")
+	}
+	buf := make([]byte, n)
+	copy(buf, hdr[8:])
+	if _, err := io.ReadFull(r, buf[8:]); err != nil {
+		return nil, fmt.Errorf("a frame cut short: %w", err)
+	}
+	reply, err := safetensors.Parse(buf)
+	if err != nil {
+		return nil, fmt.Errorf("the answer is not a safetensors file: %w", err)
+	}
+	return reply, nil
+}
+
+// malformed is the error of output that is not a frame, quoting what was
+// read and what else is already waiting (up to 64 bytes).
+func malformed(r *bufio.Reader, read []byte, why string) error {
+	seen := slices.Clone(read)
+	if k := min(r.Buffered(), 64-len(seen)); k > 0 {
+		more, _ := r.Peek(k)
+		seen = append(seen, more...)
+	}
+	return fmt.Errorf("malformed framing on its standard output (%s): it wrote %q; a frame is a uint64 length, then a safetensors file, and nothing else may go to standard output (a stray print or blank line?)", why, seen)
+}
+
+// fail records the adapter as failed, ends it and its process group, and
+// returns the error with the end of its stderr, read after the process is
+// reaped so that none of it is missing.
 func (a *Adapter) fail(request string, err error) error {
-	if a.cmd.Process != nil {
-		a.cmd.Process.Kill()
+	if a.dead != nil {
+		return a.dead
+	}
+	if errors.Is(err, errClosed) {
+		// it is probably exiting: its status says why
+		select {
+		case <-a.exited:
+		case <-time.After(time.Second):
+		}
+	}
+	exitedAlone := false
+	select {
+	case <-a.exited:
+		exitedAlone = true
+	default:
+	}
+	a.endGroup()
+	if status := exitStatus(a.waitErr); exitedAlone && status != "" {
+		err = fmt.Errorf("%w; %s", err, status)
 	}
 	e := &Error{Adapter: a.Command, Request: request, Err: err, Stderr: a.stderr.String()}
 	a.dead = e

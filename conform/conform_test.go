@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,12 +49,33 @@ func serveForTest(what string) int {
 		impl = &Func{Name: "fault " + f.Name, Run64: RunFunc[float64](f.Impl.Run), Run32: RunFunc[float32](f.Impl.F32)}
 	case "misbehave":
 		return misbehave(name)
+	case "exit": // attnlab's reference, then an exit of its own after stdin closes
+		impl = Reference()
 	}
 	if err := Serve(os.Stdin, os.Stdout, impl); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if kind == "exit" {
+		return exitAfterServing(name)
+	}
 	return 0
+}
+
+// exitAfterServing is how an adapter ends after its input closes: "5"
+// exits with status 5 (saying so on stderr), "slow" exits 0 after 1.5 s (a
+// runtime's slow teardown), "stay" never exits.
+func exitAfterServing(how string) int {
+	switch how {
+	case "slow":
+		time.Sleep(1500 * time.Millisecond)
+		return 0
+	case "stay":
+		time.Sleep(time.Hour)
+	}
+	code, _ := strconv.Atoi(how)
+	fmt.Fprintf(os.Stderr, "exiting with status %d on purpose\n", code)
+	return code
 }
 
 // misbehave is an adapter that breaks the protocol in the way named.
@@ -99,6 +121,13 @@ func misbehave(how string) int {
 	switch how {
 	case "crash":
 		os.Exit(7)
+	case "blankline", "textline": // a stray line before a good answer
+		line := "\n"
+		if how == "textline" {
+			line = "loading weights\n"
+		}
+		os.Stdout.Write([]byte(line))
+		out.SetF64("o", shape, q)
 	case "hang":
 		time.Sleep(time.Hour)
 	case "close":

@@ -19,15 +19,17 @@ import (
 // DiffReport is where two implementations differ: their cards, their
 // checks, and their answers to the same requests.
 type DiffReport struct {
-	A, B   *Report
+	A      *Report     `json:"a"`
+	B      *Report     `json:"b"`
 	Card   []FieldDiff `json:"card,omitempty"`   // card fields that differ
 	Checks []FieldDiff `json:"checks,omitempty"` // check statuses that differ
 	// Replayed is how many of the requests made to A were also sent to B
 	// (those within what B declares); Skipped the others.
-	Replayed, Skipped int
+	Replayed int `json:"replayed"`
+	Skipped  int `json:"skipped"`
 	// Differ is how many replayed requests B answered otherwise than A;
 	// First is the first of them.
-	Differ int
+	Differ int          `json:"differ"`
 	First  *RequestDiff `json:"first,omitempty"`
 }
 
@@ -40,10 +42,12 @@ type FieldDiff struct {
 
 // RequestDiff is one request the two implementations answered otherwise.
 type RequestDiff struct {
-	Index   int       `json:"index"` // among the requests made to A
-	What    string    `json:"what"`  // how the answers differ
-	Request *Request  `json:"-"`
-	A, B    *Response `json:"-"`
+	Index int    `json:"index"` // among the requests made to A
+	What  string `json:"what"`  // how the answers differ
+	// Described is the request's sizes and what it asks.
+	Described string    `json:"request"`
+	Request   *Request  `json:"-"`
+	A, B      *Response `json:"-"`
 }
 
 // recorder keeps copies of the requests made through it and the answers
@@ -126,7 +130,7 @@ func Diff(ctx context.Context, a, b Implementation, contract string) (*DiffRepor
 		if what := answersDiffer(r, ra, rb); what != "" {
 			d.Differ++
 			if d.First == nil {
-				d.First = &RequestDiff{Index: i, What: what, Request: r, A: ra, B: rb}
+				d.First = &RequestDiff{Index: i, What: what, Described: describeRequest(r), Request: r, A: ra, B: rb}
 			}
 		}
 	}

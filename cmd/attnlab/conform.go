@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"strings"
@@ -14,13 +12,14 @@ import (
 
 var conformCmd = register(&command{
 	name:  "conform",
-	usage: `-exec "CMD ARGS" | -impl reference|fused  [-contract position|bottom-right|top-left] [-json] [-timeout D]`,
+	usage: `-exec NAME|"CMD ARGS" | -impl reference|fused | -list  [-against NAME|"CMD ARGS" [-repro DIR [-force]]] [-contract position|bottom-right|top-left] [-json] [-timeout D]`,
 	short: "run the lab's attention checks on another implementation and print its semantics card",
 	long: `Conform runs the lab's attention checks on an implementation that is not
 attnlab's: -exec starts an adapter process that speaks the protocol of
-docs/conform-protocol.md (adapters for PyTorch and ONNX Runtime are in
-adapters/, a Go example in examples/conform-go/); -impl picks one of
-attnlab's own kernels instead.
+docs/conform-protocol.md, either a shipped adapter by name (-list shows them:
+PyTorch and ONNX Runtime adapters, embedded in attnlab and run from any
+folder) or any program with its arguments (a Go example is in
+examples/conform-go/); -impl picks one of attnlab's own kernels instead.
 
 It first measures the semantics card: where the causal diagonal sits for
 M < N (a chunk after a cache) and M > N (position, bottom-right, top-left,
@@ -44,81 +43,76 @@ when a check it should answer could not be run, or none ran. What it does
 not declare is listed as not covered: a skipped check never counts as a
 pass.
 
-Exit status: 0 conformant, 1 not conformant or not established, 2 usage,
-3 the adapter failed (crashed, hung past -timeout, closed its output,
-answered outside the protocol, or refused what it declares: the error names
-the adapter and the request).
+With -against, a differential run: the implementation of -exec or -impl
+(A) and that of -against (B) are both run as above, then every request made
+to A that B declares it can take is replayed on B, and only where the two
+differ is printed: card fields, check statuses, and how many answers differ,
+with the first of them. -repro DIR writes that first differing request to
+the new folder DIR (request.safetensors as the protocol sends it, both
+answers, a README); an existing result there is refused unless -force.
+This is how version drift and flag-dependent semantics are found.
 
-Example: attnlab conform -exec "/usr/bin/python3 adapters/python/torch_composite.py"`,
+The adapter runs in a process group of its own, ended whole when the run
+ends; after its input closes it must exit 0.
+
+Exit status: 0 conformant (with -against: the two agree), 1 not conformant
+or not established (with -against: they differ), 2 usage, 3 an adapter
+failed (crashed, hung past -timeout, closed its output, answered outside
+the protocol, refused what it declares, or exited non-zero at the end: the
+error names the adapter and the request).
+
+Example: attnlab conform -exec torch-composite -against ort-attention -repro drift`,
 	define: func(fs *flag.FlagSet) runFunc {
-		exe := fs.String("exec", "", "the adapter command, split into words like a shell does")
-		impl := fs.String("impl", "", "one of attnlab's kernels instead of an adapter: reference or fused")
-		contract := fs.String("contract", conform.AlignPosition, "the causal alignment to hold it to: "+strings.Join(conform.Contracts, ", "))
-		asJSON := fs.Bool("json", false, "print the report as JSON")
-		timeout := fs.Duration("timeout", 60*time.Second, "longest wait for one answer of the adapter")
+		o := &conformOpts{}
+		fs.StringVar(&o.exe, "exec", "", "the adapter: a shipped adapter's name (-list), or a command split into words like a shell does")
+		fs.StringVar(&o.impl, "impl", "", "one of attnlab's kernels instead of an adapter: reference or fused")
+		list := fs.Bool("list", false, "list the shipped adapters, what each runs and whether its runtime is installed here")
+		fs.StringVar(&o.against, "against", "", "a second adapter, as -exec takes it: print only where the two differ")
+		fs.StringVar(&o.repro, "repro", "", "with -against: write the first request they answer differently to this new folder")
+		fs.BoolVar(&o.force, "force", false, "with -repro: replace what the folder holds")
+		fs.StringVar(&o.contract, "contract", conform.AlignPosition, "the causal alignment to hold it to: "+strings.Join(conform.Contracts, ", "))
+		fs.BoolVar(&o.asJSON, "json", false, "print the report (with -against: the differences) as JSON")
+		fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "longest wait for one answer of the adapter")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
 				return err
 			}
+			if *list {
+				if o.exe != "" || o.impl != "" || o.against != "" {
+					return usagef("-list takes no -exec, -impl or -against")
+				}
+				return listAdapters(stdout)
+			}
 			switch {
-			case (*exe == "") == (*impl == ""):
+			case (o.exe == "") == (o.impl == ""):
 				return usagef("give one of -exec and -impl")
-			case *impl != "" && *impl != "reference" && *impl != "fused":
-				return usagef("-impl %q: want reference or fused", *impl)
-			case !(*timeout > 0):
-				return usagef("-timeout %v: want > 0", *timeout)
+			case o.impl != "" && o.impl != "reference" && o.impl != "fused":
+				return usagef("-impl %q: want reference or fused", o.impl)
+			case !(o.timeout > 0):
+				return usagef("-timeout %v: want > 0", o.timeout)
+			case o.repro != "" && o.against == "":
+				return usagef("-repro needs -against")
+			case o.force && o.repro == "":
+				return usagef("-force applies to -repro only")
 			}
 			known := false
 			for _, c := range conform.Contracts {
-				known = known || c == *contract
+				known = known || c == o.contract
 			}
 			if !known {
-				return usagef("-contract %q: want %s", *contract, strings.Join(conform.Contracts, ", "))
+				return usagef("-contract %q: want %s", o.contract, strings.Join(conform.Contracts, ", "))
 			}
-			return runConform(ctx, *exe, *impl, *contract, *timeout, *asJSON, stdout)
+			if o.against != "" {
+				return runDiff(ctx, o, stdout)
+			}
+			return runConform(ctx, o, stdout)
 		}
 	},
 })
 
-func runConform(ctx context.Context, exe, impl, contract string, timeout time.Duration, asJSON bool, stdout io.Writer) error {
-	var target conform.Implementation
-	switch impl {
-	case "reference":
-		target = conform.Reference()
-	case "fused":
-		target = conform.Fused()
-	default:
-		a, err := conform.Start(ctx, exe, timeout)
-		if err != nil {
-			return adapterFailure(err)
-		}
-		defer a.Close()
-		target = a
-	}
-	rep, err := conform.Run(ctx, target, contract)
-	if err != nil {
-		return adapterFailure(err)
-	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else if err := rep.WriteText(stdout); err != nil {
-		return err
-	}
-	if !rep.Conformant {
-		return errFailed
-	}
-	return nil
-}
-
-// adapterFailure marks the failure of an adapter process for exit status 3.
-func adapterFailure(err error) error {
-	var ae *conform.Error
-	if errors.As(err, &ae) {
-		return adapterError{err}
-	}
-	return err
+// conformOpts are conform's flags.
+type conformOpts struct {
+	exe, impl, against, repro, contract string
+	force, asJSON                       bool
+	timeout                             time.Duration
 }

@@ -16,8 +16,12 @@ import (
 )
 
 // TestMain lets a test run this binary as attnlab killed at a chosen step
-// of a write (ATTNLAB_KILL_AT, see killedAt).
+// of a write (ATTNLAB_KILL_AT, see killedAt), or as a conformance adapter
+// (ATTNLAB_TEST_ADAPTER, see serveTestAdapter).
 func TestMain(m *testing.M) {
+	if what := os.Getenv("ATTNLAB_TEST_ADAPTER"); what != "" {
+		os.Exit(serveTestAdapter(what))
+	}
 	if at := os.Getenv("ATTNLAB_KILL_AT"); at != "" {
 		armed := false // once a first folder swap is done
 		atomicfile.TestHook = func(step string) {

@@ -1,0 +1,150 @@
+package adapters_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/attnlab/attnlab/adapters"
+)
+
+// shippedNames are the names attnlab conform -exec takes, as the README
+// lists them.
+var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa"}
+
+func TestList(t *testing.T) {
+	var names []string
+	for _, s := range adapters.List() {
+		names = append(names, s.Name)
+		if s.Runs == "" || !strings.HasPrefix(s.Command(), adapters.Python+" adapters/python/") && !strings.HasPrefix(s.Command(), "node adapters/node/") {
+			t.Errorf("%s: runs %q, command %q", s.Name, s.Runs, s.Command())
+		}
+		if _, err := os.Stat(strings.Fields(s.Command())[1][len("adapters/"):]); err != nil {
+			t.Errorf("%s: its script is not in the repository: %v", s.Name, err)
+		}
+	}
+	if !slices.Equal(names, shippedNames) {
+		t.Errorf("shipped %q, want %q", names, shippedNames)
+	}
+}
+
+// TestResolveEveryName: every name resolves, where its runtime is
+// installed, to its interpreter and the embedded scripts (the repository's,
+// byte for byte) in a private folder that Cleanup removes; otherwise to an
+// error saying what to install. An unknown name is an error naming it.
+func TestResolveEveryName(t *testing.T) {
+	for _, s := range adapters.List() {
+		p, err := adapters.Resolve(s.Name)
+		if why := s.Missing(); why != "" {
+			if err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), s.Name) {
+				t.Errorf("%s: %v, want an error naming it and %q", s.Name, err, why)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		words := strings.Fields(s.Command())
+		want := filepath.Join("python", filepath.Base(words[1]))
+		interp := adapters.Python
+		if strings.HasPrefix(words[1], "adapters/node/") {
+			want, interp = filepath.Join("node", filepath.Base(words[1])), "node"
+			if len(p.Env) != 1 || !strings.HasPrefix(p.Env[0], "NODE_PATH=") {
+				t.Errorf("%s: environment %q, want NODE_PATH", s.Name, p.Env)
+			}
+		}
+		if p.Name != s.Name || p.Argv[0] != interp || !slices.Equal(p.Argv[2:], words[2:]) {
+			t.Errorf("%s: program %q %q", s.Name, p.Name, p.Argv)
+		}
+		got, err := os.ReadFile(p.Argv[1])
+		repo, _ := os.ReadFile(want)
+		if err != nil || len(repo) == 0 || string(got) != string(repo) {
+			t.Errorf("%s: the script written (%v) is not %s", s.Name, err, want)
+		}
+		dir := filepath.Dir(p.Argv[1])
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: folder %s: %v %v, want a private one", s.Name, dir, fi.Mode(), err)
+		}
+		if interp == adapters.Python {
+			if _, err := os.Stat(filepath.Join(dir, "conform_io.py")); err != nil {
+				t.Errorf("%s: conform_io.py is not beside it: %v", s.Name, err)
+			}
+		}
+		p.Cleanup()
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: cleanup left %s (%v)", s.Name, dir, err)
+		}
+	}
+	if _, err := adapters.Resolve("torch-nosuch"); err == nil || !strings.Contains(err.Error(), `"torch-nosuch"`) || !strings.Contains(err.Error(), "-list") {
+		t.Errorf("an unknown name: %v", err)
+	}
+}
+
+// TestORTMissingSaysWhatToInstall: with onnxruntime-node nowhere it looks,
+// the ONNX Runtime adapters say how to install it.
+func TestORTMissingSaysWhatToInstall(t *testing.T) {
+	t.Setenv("NODE_PATH", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	s, _ := adapters.Lookup("ort-gqa")
+	why := s.Missing()
+	if why == "" {
+		t.Skip("onnxruntime-node is installed in node's global folder")
+	}
+	if !strings.Contains(why, "npm install --prefix") || !strings.Contains(why, "onnxruntime-node@"+adapters.ORTVersion) && !strings.Contains(why, "node is not installed") {
+		t.Errorf("missing: %q, want what to install", why)
+	}
+}
+
+// TestShippedFromAnotherFolder: the shipped adapters run by name from a
+// folder that is not the repository (as from a go install'ed binary),
+// answer a request and exit 0; onnxruntime-node is found in the user's
+// cache folder. Every script runs (torch_mha and the variants that only add
+// arguments are left out: PyTorch starts in 3-4 s each, and
+// TestResolveEveryName checks their programs).
+func TestShippedFromAnotherFolder(t *testing.T) {
+	// onnxruntime-node where an installed attnlab looks for it (the user's
+	// cache folder), and not in NODE_PATH: node finds it only if Resolve
+	// tells it where
+	t.Setenv("NODE_PATH", "")
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	if modules, err := filepath.Abs(filepath.Join("node", "node_modules")); err == nil {
+		if err := os.MkdirAll(filepath.Join(cache, "attnlab", "node"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(modules, adapters.CacheModules()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(t.TempDir())
+	for _, s := range adapters.List() {
+		if s.Name == "torch-composite-plain" || s.Name == "torch-mha" || s.Name == "ort-attention-no-cache" {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			if why := s.Missing(); why != "" {
+				t.Skipf("%s skipped: %s", s.Name, why)
+			}
+			start := time.Now()
+			a, err := adapters.Start(context.Background(), s.Name, 2*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRequest(1, shape{1, 2, 2, 3, 3, 8, 8}, a.Caps.DTypes[0], false)
+			if resp := call(t, a, r); len(resp.O) != len(r.Q) {
+				t.Errorf("o has %d values, want %d", len(resp.O), len(r.Q))
+			}
+			if err := a.Close(); err != nil {
+				t.Errorf("exit: %v", err)
+			}
+			t.Logf("%s: %s, %v", s.Name, a.Caps.Name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
