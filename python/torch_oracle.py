@@ -215,7 +215,7 @@ def bool_tensor(tensors, name, shape):
 
 
 def attention_meta(meta):
-    causal, window, scale, convention = False, 0, None, "position"
+    causal, window, scale, convention, softcap = False, 0, None, "position", 0.0
     for key in sorted(meta):
         val = meta[key]
         bad = "metadata %s = %s: " % (json.dumps(key), json.dumps(val))
@@ -244,9 +244,16 @@ def attention_meta(meta):
             if val not in ("position", "bottom-right", "top-left"):
                 raise OracleError(bad + "want position, bottom-right or top-left")
             convention = val
+        elif key == "softcap":
+            try:
+                softcap = float(val)
+            except ValueError:
+                raise OracleError(bad + "want a number")
+            if softcap < 0 or not math.isfinite(softcap):
+                raise OracleError(bad + "want a finite number >= 0 (0: none)")
         elif not key.startswith("x-"):
             raise OracleError("metadata %s: unknown key" % json.dumps(key))
-    return causal, window, scale, convention
+    return causal, window, scale, convention, softcap
 
 
 def visibility(B, M, N, causal, window, convention, q_pos, k_pos, q_valid, k_valid, q_seg, k_seg):
@@ -281,6 +288,8 @@ def visibility(B, M, N, causal, window, convention, q_pos, k_pos, q_valid, k_val
 
 
 def op_attention(tensors, meta):
+    check_names(tensors, "attention", ("q", "k", "v", "do", "q_pos", "k_pos", "q_valid", "k_valid", "q_seg", "k_seg",
+                                       "sinks", "alibi_slopes"))
     q = float_tensor(tensors, "q", 4)
     k = float_tensor(tensors, "k", 4)
     v = float_tensor(tensors, "v", 4)
@@ -309,13 +318,17 @@ def op_attention(tensors, meta):
     for name, p in (("q_pos", q_pos), ("k_pos", k_pos)):
         if p is not None and (p < 0).any():
             raise OracleError("tensor %s: negative position" % json.dumps(name))
-    causal, window, scale, convention = attention_meta(meta)
+    causal, window, scale, convention, softcap = attention_meta(meta)
     if scale is None:
         scale = 1.0 / math.sqrt(D)
+    sinks = head_vector(tensors, "sinks", Hq)
+    slopes = head_vector(tensors, "alibi_slopes", Hq)
 
     vis = visibility(B, M, N, causal, window, convention, q_pos, k_pos, q_valid, k_valid, q_seg, k_seg)
     live = vis.any(dim=-1)  # [B, M]: rows that see at least one key
     empty = q_valid & ~live
+    if sinks is not None:
+        return attention_variants(q, k, v, do, vis, q_pos, k_pos, scale, softcap, slopes, sinks, convention)
     if empty.any():
         b, i = (int(x) for x in empty.nonzero()[0])
         pos = int(q_pos[b, i]) if q_pos is not None else N - M + i
@@ -328,6 +341,7 @@ def op_attention(tensors, meta):
     k_rep = k.repeat_interleave(group, dim=1)  # query head h reads KV head h // group
     v_rep = v.repeat_interleave(group, dim=1)
     s = torch.matmul(q, k_rep.transpose(-1, -2)) * scale  # [B, Hq, M, N]
+    s = logits(s, softcap, slopes, q_pos, k_pos)
     vis4 = vis.unsqueeze(1)  # [B, 1, M, N]
     live4 = live.view(B, 1, M, 1)
     s = s.masked_fill(~vis4, float("-inf"))
@@ -346,6 +360,64 @@ def op_attention(tensors, meta):
         out["dq"] = q.grad.numpy()
         out["dk"] = k.grad.numpy()
         out["dv"] = v.grad.numpy()
+    for name, a in out.items():
+        if np.isnan(a).any():
+            raise OracleError("tensor %s: NaN in the result" % json.dumps(name))
+    return out, {"op": "attention", "dtype": "float64", "convention": convention}
+
+
+def head_vector(tensors, name, Hq):
+    """An optional float tensor [Hq] (sinks, alibi_slopes), or None."""
+    if name not in tensors:
+        return None
+    x = float_tensor(tensors, name, 1)
+    if list(x.shape) != [Hq]:
+        raise OracleError("tensor %s: shape %s, want [%d] (one per query head)" % (json.dumps(name), list(x.shape), Hq))
+    return x
+
+
+def logits(s, softcap, slopes, q_pos, k_pos):
+    """Softcap, then ALiBi's bias by logical positions (DESIGN.md section 3.1)."""
+    B, Hq, M, N = s.shape
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    if slopes is not None:
+        qp = q_pos if q_pos is not None else (N - M + torch.arange(M)).expand(B, M)
+        kp = k_pos if k_pos is not None else torch.arange(N).expand(B, N)
+        dist = (qp.view(B, 1, M, 1) - kp.view(B, 1, 1, N)).abs().to(s.dtype)
+        s = s - slopes.view(1, Hq, 1, 1) * dist
+    return s
+
+
+def attention_variants(q, k, v, do, vis, q_pos, k_pos, scale, softcap, slopes, sinks, convention):
+    """Attention with sinks: the sink is a score column with no value row.
+
+    A row with no visible key is defined (O = 0, lse = the sink); the sinks'
+    gradient comes from autograd like every other.
+    """
+    B, Hq, M, D = q.shape
+    Hkv, N = k.shape[1], k.shape[2]
+    for x in (q, k, v, sinks):
+        x.requires_grad_(True)
+    group = Hq // Hkv
+    k_rep = k.repeat_interleave(group, dim=1)
+    v_rep = v.repeat_interleave(group, dim=1)
+    s = torch.matmul(q, k_rep.transpose(-1, -2)) * scale
+    s = logits(s, softcap, slopes, q_pos, k_pos)
+    s = s.masked_fill(~vis.unsqueeze(1), float("-inf"))
+    col = sinks.view(1, Hq, 1, 1).expand(B, Hq, M, 1)
+    full = torch.cat([s, col], dim=-1)  # [B, Hq, M, N+1]: never all -inf
+    p = torch.softmax(full, dim=-1)[..., :N]
+    o = torch.matmul(p, v_rep)
+    with torch.no_grad():
+        lse = torch.logsumexp(full, dim=-1)
+    out = {"o": o.detach().numpy(), "lse": lse.numpy()}
+    if do is not None:
+        (o * do).sum().backward()
+        out["dq"] = q.grad.numpy()
+        out["dk"] = k.grad.numpy()
+        out["dv"] = v.grad.numpy()
+        out["dsinks"] = sinks.grad.numpy()
     for name, a in out.items():
         if np.isnan(a).any():
             raise OracleError("tensor %s: NaN in the result" % json.dumps(name))

@@ -117,6 +117,22 @@ func AttentionInputs(in *safetensors.File) (c *attention.Config, q, k, v, do []f
 			}
 		}
 	}
+	for _, h := range []struct {
+		name string
+		dst  *[]float64
+	}{{"sinks", &c.Sinks}, {"alibi_slopes", &c.Alibi}} {
+		if !in.Has(h.name) {
+			continue
+		}
+		x, shape, err := in.Float64(h.name)
+		if err != nil {
+			return nil, nil, nil, nil, nil, err
+		}
+		if want := []int{c.Hq}; !slices.Equal(shape, want) {
+			return nil, nil, nil, nil, nil, fmt.Errorf("tensor %q: shape %v, want %v (one per query head)", h.name, shape, want)
+		}
+		*h.dst = x
+	}
 	if err := readMeta(in.Metadata, c); err != nil {
 		return nil, nil, nil, nil, nil, err
 	}
@@ -147,9 +163,14 @@ func readMeta(meta map[string]string, c *attention.Config) error {
 			}
 		case "convention":
 			c.Convention, err = attention.ParseConvention(val)
+		case "softcap":
+			c.Softcap, err = strconv.ParseFloat(val, 64)
+			if err == nil && !(c.Softcap >= 0 && !math.IsInf(c.Softcap, 0)) {
+				err = fmt.Errorf("want a finite number >= 0 (0: none)")
+			}
 		default:
 			if !strings.HasPrefix(key, "x-") {
-				return fmt.Errorf("metadata %q: unknown key (known: causal, window, scale, convention; x-* is free)", key)
+				return fmt.Errorf("metadata %q: unknown key (known: causal, window, scale, convention, softcap; x-* is free)", key)
 			}
 		}
 		if err != nil {
@@ -168,7 +189,7 @@ func runAttention(in *safetensors.File, dtype string) (*safetensors.File, error)
 	oShape := []int{c.B, c.Hq, c.M, c.Dv}
 	lseShape := []int{c.B, c.Hq, c.M}
 	if dtype == "float32" {
-		o, lse, dq, dk, dv, err := attend(c, f32(q), f32(k), f32(v), f32(do))
+		o, lse, dq, dk, dv, dsinks, err := attend(c, f32(q), f32(k), f32(v), f32(do))
 		if err != nil {
 			return nil, err
 		}
@@ -179,8 +200,11 @@ func runAttention(in *safetensors.File, dtype string) (*safetensors.File, error)
 			out.SetF32("dk", []int{c.B, c.Hkv, c.N, c.D}, dk)
 			out.SetF32("dv", []int{c.B, c.Hkv, c.N, c.Dv}, dv)
 		}
+		if dsinks != nil {
+			out.SetF32("dsinks", []int{c.Hq}, dsinks)
+		}
 	} else {
-		o, lse, dq, dk, dv, err := attend(c, q, k, v, do)
+		o, lse, dq, dk, dv, dsinks, err := attend(c, q, k, v, do)
 		if err != nil {
 			return nil, err
 		}
@@ -191,20 +215,30 @@ func runAttention(in *safetensors.File, dtype string) (*safetensors.File, error)
 			out.SetF64("dk", []int{c.B, c.Hkv, c.N, c.D}, dk)
 			out.SetF64("dv", []int{c.B, c.Hkv, c.N, c.Dv}, dv)
 		}
+		if dsinks != nil {
+			out.SetF64("dsinks", []int{c.Hq}, dsinks)
+		}
 	}
 	out.Metadata = map[string]string{"op": "attention", "dtype": dtype, "convention": c.Convention.String()}
 	return out, nil
 }
 
-// attend runs the reference attention forward and, when do is given, backward.
-func attend[T attention.Float](c *attention.Config, q, k, v, do []T) (o, lse, dq, dk, dv []T, err error) {
+// attend runs the reference attention forward and, when do is given,
+// backward, with the sinks' gradient when c has sinks.
+func attend[T attention.Float](c *attention.Config, q, k, v, do []T) (o, lse, dq, dk, dv, dsinks []T, err error) {
 	o = make([]T, c.B*c.Hq*c.M*c.Dv)
 	lse = make([]T, c.B*c.Hq*c.M)
 	if do != nil {
 		dq, dk, dv = make([]T, len(q)), make([]T, len(k)), make([]T, len(v))
 	}
-	err = attention.Reference[T]().Run(o, lse, dq, dk, dv, q, k, v, do, c)
-	return o, lse, dq, dk, dv, err
+	if err = attention.Reference[T]().Run(o, lse, dq, dk, dv, q, k, v, do, c); err != nil {
+		return
+	}
+	if do != nil && c.Sinks != nil {
+		dsinks = make([]T, c.Hq)
+		attention.SinkGrad(dsinks, o, lse, do, c)
+	}
+	return o, lse, dq, dk, dv, dsinks, nil
 }
 
 func tensor4(in *safetensors.File, name string) ([]float64, []int, error) {

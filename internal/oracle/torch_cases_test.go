@@ -22,6 +22,9 @@ type attnCase struct {
 	convention string  // "": no "convention" metadata (position)
 
 	qPos, kPos, qValid, kValid, qSeg, kSeg []int64 // [B*M] and [B*N]
+
+	softcap       float64   // 0: no "softcap" metadata
+	sinks, slopes []float64 // [Hq] or nil: no "sinks", "alibi_slopes" tensor
 }
 
 // config returns c as an attention.Config, to check a case against the mask
@@ -32,6 +35,7 @@ func (c *attnCase) config() *attention.Config {
 		Scale: c.scale, Causal: c.causal, Window: c.window,
 		QPos: ints(c.qPos), KPos: ints(c.kPos), QSeg: ints(c.qSeg), KSeg: ints(c.kSeg),
 		QValid: bools(c.qValid), KValid: bools(c.kValid),
+		Softcap: c.softcap, Sinks: c.sinks, Alibi: c.slopes,
 	}
 	if c.convention != "" {
 		conv, err := attention.ParseConvention(c.convention)
@@ -61,7 +65,7 @@ func (c *attnCase) check() (padRows int, err error) {
 			for j := range c.N {
 				seen = seen || cfg.Visible(b, i, j)
 			}
-			if !seen {
+			if !seen && c.sinks == nil { // with sinks an empty row is defined
 				return 0, fmt.Errorf("batch %d, valid query row %d sees no key", b, i)
 			}
 		}
@@ -107,6 +111,15 @@ func (c *attnCase) file(r *rand.Rand) *safetensors.File {
 	}
 	if c.convention != "" {
 		f.Metadata["convention"] = c.convention
+	}
+	if c.softcap != 0 {
+		f.Metadata["softcap"] = strconv.FormatFloat(c.softcap, 'g', -1, 64)
+	}
+	if c.sinks != nil {
+		f.SetF64("sinks", []int{c.Hq}, c.sinks)
+	}
+	if c.slopes != nil {
+		f.SetF64("alibi_slopes", []int{c.Hq}, c.slopes)
 	}
 	return f
 }
@@ -408,7 +421,9 @@ func packed(r *rand.Rand, layout string, causal bool) attnCase {
 	return c
 }
 
-// torchCases returns the cross-check cases, each kind twice, from a fixed seed.
+// torchCases returns the cross-check cases, each kind twice, from a fixed
+// seed, then each kind with softcap, ALiBi and sinks: all three, and each
+// alone in turn.
 func torchCases() []attnCase {
 	r := rand.New(rand.NewPCG(2024, 8))
 	var cases []attnCase
@@ -419,7 +434,29 @@ func torchCases() []attnCase {
 			cases = append(cases, c)
 		}
 	}
-	return cases
+	for x, k := range caseKinds {
+		c := k.gen(r)
+		which := []string{"all", "softcap", "alibi", "sinks"}[x%4]
+		c.name = fmt.Sprintf("%s-%s", k.name, which)
+		if which == "all" || which == "softcap" {
+			c.softcap = 1 + 4*r.Float64()
+		}
+		if which == "all" || which == "alibi" {
+			for h := range c.Hq {
+				c.slopes = append(c.slopes, math.Exp2(-float64(h+1)*8/float64(c.Hq)))
+			}
+		}
+		if which == "all" || which == "sinks" {
+			for range c.Hq {
+				c.sinks = append(c.sinks, r.NormFloat64())
+			}
+		}
+		cases = append(cases, c)
+	}
+	// with sinks, the empty row of emptyRowCase is defined: O = 0, lse = σ
+	empty := attnCase{name: "empty-row-sinks", B: 2, Hq: 2, Hkv: 1, M: 4, N: 4, D: 3, Dv: 2, causal: true, softcap: 3,
+		qSeg: []int64{0, 0, 1, 1, 0, 0, 7, 1}, kSeg: []int64{0, 0, 1, 1, 0, 0, 1, 1}, sinks: []float64{0.5, -0.3}}
+	return append(cases, empty)
 }
 
 // relErr returns max |a-b| / (1 + |b|) over the elements, with equal

@@ -194,7 +194,11 @@ func TestAttentionAgreesWithPyTorch(t *testing.T) {
 	var all worst
 	perTensor := map[string]float64{}
 	names := []string{"o", "lse", "dq", "dk", "dv"}
+	variants := 0
 	for _, c := range cases {
+		if c.softcap != 0 || c.sinks != nil || c.slopes != nil {
+			variants++
+		}
 		t.Run(c.name, func(t *testing.T) {
 			outA := filepath.Join(dir, c.name+".attnlab.safetensors")
 			in := filepath.Join(dir, c.name+".in.safetensors")
@@ -214,6 +218,11 @@ func TestAttentionAgreesWithPyTorch(t *testing.T) {
 			shapes := map[string][]int{
 				"o": {c.B, c.Hq, c.M, c.Dv}, "lse": {c.B, c.Hq, c.M},
 				"dq": {c.B, c.Hq, c.M, c.D}, "dk": {c.B, c.Hkv, c.N, c.D}, "dv": {c.B, c.Hkv, c.N, c.Dv},
+				"dsinks": {c.Hq},
+			}
+			names := names
+			if c.sinks != nil {
+				names = append(names[:len(names):len(names)], "dsinks")
 			}
 			for _, name := range names {
 				x, xs, err := a.Float64(name)
@@ -249,10 +258,13 @@ func TestAttentionAgreesWithPyTorch(t *testing.T) {
 	})
 
 	var per []string
-	for _, name := range names {
+	for _, name := range append(names, "dsinks") {
 		per = append(per, fmt.Sprintf("%s %.2g", name, perTensor[name]))
 	}
-	t.Logf("%d cases (%d padding query rows), tolerance %.0e on max |a-b|/(1+|b|)", len(cases), padRows, torchTol)
+	if variants == 0 {
+		t.Error("no case has softcap, ALiBi or sinks")
+	}
+	t.Logf("%d cases (%d padding query rows, %d with softcap, ALiBi or sinks), tolerance %.0e on max |a-b|/(1+|b|)", len(cases), padRows, variants, torchTol)
 	t.Logf("worst per tensor: %s", strings.Join(per, ", "))
 	t.Logf("worst overall: %.3g in case %s, tensor %s, element %d (attnlab %v, torch %v)",
 		all.err, all.cas, all.tensor, all.at, all.attnlab, all.ref)
