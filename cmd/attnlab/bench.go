@@ -39,6 +39,9 @@ fraction of the machine's ceiling measured in the same run:
     the forward's 2 products and a backward that recomputes S before its
     4 products: 14·n²·D·H, half that causal; efficiency is executed
     GFLOP/s over the GEMM ceiling of the dtype;
+  attention variants: the fused float32 fwd+bwd at n = 1024 (H=8, D=64,
+    causal) with sinks, ALiBi or softcap 30, each as the median over
+    interleaved rounds of its time over plain attention's in the same round;
   decode: µs per token of one query per head against a cache of 256 …
     32768 keys (H=8, D=64) and of 8192 keys at Hq=32, Hkv=8, D=128;
     bandwidth = K and V bytes read (2·Hkv·context·D·4) / time, efficiency

@@ -207,6 +207,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rows = append(rows, attentionRow(a, t))
 		sp.Attention = append(sp.Attention, map[string]any{"n": a.n, "h": a.H, "d": a.D, "dtype": a.dtype, "causal": a.causal})
 	}
+	if ctx.Err() == nil && o.MaxN >= 1024 {
+		rows = append(rows, variantRows(ctx, budget)...)
+	}
 	for _, d := range decodeCases {
 		t := measure(func() func() { return decodeRunner(d) })
 		rows = append(rows, decodeRow(d, t))

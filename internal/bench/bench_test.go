@@ -169,3 +169,28 @@ func TestBenchStopsOnCancel(t *testing.T) {
 		t.Errorf("Run returned %v after the start, 300 ms after which it was cancelled", d)
 	}
 }
+
+// TestVariantRows: a row per variant, a finite positive ratio to plain
+// attention, and configurations that really have the variant on.
+func TestVariantRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fused kernel at n = 1024")
+	}
+	rows := variantRows(context.Background(), time.Millisecond)
+	if len(rows) != len(VariantNames) {
+		t.Fatalf("%d rows, want %d", len(rows), len(VariantNames))
+	}
+	for x, r := range rows {
+		if !strings.HasSuffix(r.Case, "+"+VariantNames[x]) || !(r.Ours > 0) || math.IsInf(r.Ours, 0) {
+			t.Errorf("row %+v", r)
+		}
+	}
+	if c := variantConfig("plain"); !c.Plain() {
+		t.Error("the plain configuration has a variant on")
+	}
+	for _, v := range VariantNames {
+		if c := variantConfig(v); c.Plain() || c.Validate() != nil {
+			t.Errorf("%s: %+v", v, c)
+		}
+	}
+}
