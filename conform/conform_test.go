@@ -139,6 +139,9 @@ func misbehave(how string) int {
 		out.SetF32("o", shape, make([]float32, len(q)))
 	case "name":
 		out.SetF64("out", shape, q)
+	case "extra": // the answer, and a tensor nobody asked for
+		out.SetF64("o", shape, q)
+		out.SetF64("junk", []int{1}, []float64{0})
 	}
 	write(out)
 	read()
@@ -251,6 +254,7 @@ func TestAdapterFailures(t *testing.T) {
 		{"shape", `tensor "o" has shape`},
 		{"dtype", `tensor "o" has dtype F32`},
 		{"name", `lacks tensor "o"`},
+		{"extra", `unknown tensor "junk"`},
 	} {
 		t.Run(c.how, func(t *testing.T) {
 			a, err := startTestAdapter(t, "misbehave:"+c.how, 2*time.Second)
