@@ -2,7 +2,9 @@ package train
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/model"
@@ -106,5 +108,31 @@ func TestScoreFiles(t *testing.T) {
 	cancel()
 	if _, err := ScoreFiles(ctx, m, p, byteEncoder{}, 256, files, ScoreOptions{}); err == nil {
 		t.Error("a cancelled context: no error")
+	}
+}
+
+// TestScoreFilesRefusesNonFiniteLogits: finite float32 weights whose
+// product overflows give infinite logits; the score is an error naming the
+// file and the token, not "NaN bits per byte".
+func TestScoreFilesRefusesNonFiniteLogits(t *testing.T) {
+	cfg := model.Config{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1,
+		RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 257, MaxPositionEmbeddings: 64, TieWordEmbeddings: false}
+	m, err := model.New[float32](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.NewParams()
+	m.Init(p, 0.02, 7)
+	for i := range p.Norm {
+		p.Norm[i] = 1e30 // the head's input ~1e30, its weights 1e30: 1e60 overflows float32
+	}
+	for i := range p.LMHead {
+		p.LMHead[i] = 1e30
+	}
+	files := []TextFile{{"a.go", []byte("package a\n")}}
+	_, err = ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, files, ScoreOptions{Window: 64})
+	want := "train: score: a.go: token 1: the logit of token id 0 is"
+	if !errors.Is(err, model.ErrNonFinite) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want an ErrNonFinite beginning %q", err, want)
 	}
 }
