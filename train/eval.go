@@ -164,6 +164,31 @@ func ScoreFiles[T nn.Float](ctx context.Context, m *model.Model[T], p *model.Par
 	return res, nil
 }
 
+// checkDistinct returns an error naming a file listed twice in files, by
+// another name too (a symbolic or hard link, "./a" and "a"): bits per byte
+// would count its bytes and its tokens twice.
+func checkDistinct(files []string) error {
+	infos := make([]os.FileInfo, len(files))
+	bySize := map[int64][]int{} // one file has one size: compare only within a size
+	for i, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return fmt.Errorf("train: lm-eval: %w", err)
+		}
+		for _, j := range bySize[fi.Size()] {
+			if os.SameFile(fi, infos[j]) {
+				if filepath.Clean(f) == filepath.Clean(files[j]) {
+					return fmt.Errorf("train: lm-eval: %s is listed twice (entries %d and %d of %d): each file is scored once", f, j+1, i+1, len(files))
+				}
+				return fmt.Errorf("train: lm-eval: %s is the file %s, listed before (entries %d and %d of %d): each file is scored once", f, files[j], j+1, i+1, len(files))
+			}
+		}
+		infos[i] = fi
+		bySize[fi.Size()] = append(bySize[fi.Size()], i)
+	}
+	return nil
+}
+
 // nll is −log softmax(logits)[target], computed as logsumexp − logit.
 func nll[T nn.Float](logits []T, target int) float64 {
 	mx := math.Inf(-1)
@@ -243,10 +268,14 @@ type LMReport struct {
 
 // EvaluateLM scores the checkpoint o.Model on o.Src or o.Files. Options
 // that do not suit the model are an *OptionError, returned before any file
-// is read.
+// is read; a file given twice in o.Files (under any name) is an error
+// naming it, returned before the model is loaded.
 func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 	if (o.Src == "") == (len(o.Files) == 0) {
 		return nil, errors.New("train: lm-eval: give a folder or a list of files, not both")
+	}
+	if err := checkDistinct(o.Files); err != nil {
+		return nil, err
 	}
 	m, p, err := model.LoadLM[float32](o.Model)
 	if err != nil {

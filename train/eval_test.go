@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -134,5 +136,38 @@ func TestScoreFilesRefusesNonFiniteLogits(t *testing.T) {
 	want := "train: score: a.go: token 1: the logit of token id 0 is"
 	if !errors.Is(err, model.ErrNonFinite) || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("got %v, want an ErrNonFinite beginning %q", err, want)
+	}
+}
+
+// TestEvaluateLMRefusesAFileListedTwice: the same file twice in Files, by
+// the same name, another spelling or a symbolic link, is an error naming
+// it, before the model is read (Model names no checkpoint here: had the
+// check come later, the error would be the missing checkpoint's).
+func TestEvaluateLMRefusesAFileListedTwice(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.go"), filepath.Join(dir, "b.go")
+	os.WriteFile(a, []byte("package a\n"), 0o644)
+	os.WriteFile(b, []byte("package a\n"), 0o644) // the same bytes, another file: allowed
+	link := filepath.Join(dir, "link.go")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	noModel := filepath.Join(dir, "nosuch")
+	for _, tc := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{a, b, a}, a + " is listed twice (entries 1 and 3 of 3)"},
+		{[]string{b, a, filepath.Join(dir, ".", "a.go")}, a + " is listed twice (entries 2 and 3 of 3)"},
+		{[]string{a, b, link}, link + " is the file " + a + ", listed before (entries 1 and 3 of 3)"},
+	} {
+		_, err := EvaluateLM(context.Background(), LMEvalOptions{Model: noModel, Files: tc.files})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.files, err, tc.want)
+		}
+	}
+	_, err := EvaluateLM(context.Background(), LMEvalOptions{Model: noModel, Files: []string{a, b}})
+	if err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("two distinct files: got %v, want the missing checkpoint's error", err)
 	}
 }
