@@ -710,3 +710,21 @@ func TestLoadRefusesNonFiniteHead(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTrainerRefusesNoNegatives: training data without a single hard
+// negative (each group would be its positive alone, loss 0, accuracy 1) is
+// refused with the count of pairs; one pair with a negative is enough.
+func TestNewTrainerRefusesNoNegatives(t *testing.T) {
+	ps := pairs(8)
+	m := tinyReranker(t, ps)
+	_, err := NewTrainer(m, NewData(m, ps, nil), options(4, 3, 4))
+	want := "rerank: none of the 8 training pairs has a hard negative"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("no negatives: got %v, want %q", err, want)
+	}
+	negs := make([][]int, len(ps))
+	negs[5] = []int{2}
+	if _, err := NewTrainer(m, NewData(m, ps, negs), options(4, 3, 4)); err != nil {
+		t.Errorf("one pair with a negative: %v", err)
+	}
+}
