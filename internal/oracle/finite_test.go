@@ -61,7 +61,18 @@ func TestRunRefusesOverflow(t *testing.T) {
 			t.Errorf("%s, q and k scaled by %g: %v", tc.dtype, tc.big, err)
 		}
 	}
+	// a finite input beyond float32 is named before any computation
 	f := refInput(r)
+	q, qs, _ := f.Float64("q")
+	q[5] = 1e39
+	f.SetF64("q", qs, q)
+	if _, err := oracle.Run("attention", f, "float32"); err == nil || !strings.Contains(err.Error(), `tensor "q": element 5 is 1e+39, beyond float32`) {
+		t.Errorf("q[5] = 1e39 with -dtype float32: %v", err)
+	}
+	if _, err := oracle.Run("attention", f, "float64"); err != nil {
+		t.Errorf("q[5] = 1e39 in float64: %v", err)
+	}
+	f = refInput(r)
 	f.SetI64("q_valid", []int{2, 3}, []int64{1, 0, 1, 1, 1, 0})
 	out, err := oracle.Run("attention", f, "")
 	if err != nil {

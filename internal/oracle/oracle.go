@@ -33,6 +33,11 @@ func Run(op string, in *safetensors.File, dtype string) (*safetensors.File, erro
 	if err := CheckFinite(in); err != nil {
 		return nil, err
 	}
+	if dtype == "float32" {
+		if err := checkRange32(in); err != nil {
+			return nil, err
+		}
+	}
 	var out *safetensors.File
 	var err error
 	switch op {
@@ -306,6 +311,27 @@ func f32(x []float64) []float32 {
 		y[i] = float32(e)
 	}
 	return y
+}
+
+// checkRange32 returns an error naming the first float tensor of in with a
+// finite value beyond float32, which -dtype float32 would turn into an
+// infinity before any computation.
+func checkRange32(in *safetensors.File) error {
+	for _, name := range in.Names() {
+		if !in.Tensors[name].DType.IsFloat() {
+			continue
+		}
+		x, _, err := in.Float64(name)
+		if err != nil {
+			return err
+		}
+		for i, v := range x {
+			if math.Abs(v) > math.MaxFloat32 {
+				return fmt.Errorf("oracle: tensor %q: element %d is %g, beyond float32: -dtype float32 would make it infinite", name, i, v)
+			}
+		}
+	}
+	return nil
 }
 
 // CheckFinite returns an error naming the first tensor of in that holds a
