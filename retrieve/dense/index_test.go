@@ -189,3 +189,18 @@ func TestLoadIndexRefusesBadEmbeddings(t *testing.T) {
 		t.Errorf("the saved index: %v", err)
 	}
 }
+
+// TestNewIndexRefusesOverflow: finite weights whose activations overflow
+// float32 give embeddings that are not finite unit vectors; indexing is then
+// an error, not an index that answers every query with nothing or 0.
+func TestNewIndexRefusesOverflow(t *testing.T) {
+	pairs := tinyPairs()
+	m := tinyModel(t, pairs)
+	for i := range m.Enc.Params.Norm {
+		m.Enc.Params.Norm[i] = math.MaxFloat32 // the final norm's outputs overflow float32
+	}
+	_, err := NewIndex(context.Background(), m, pairs, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "dense: embedding the documents turned non-finite or zero: ") {
+		t.Errorf("got %v, want the documents' embeddings named", err)
+	}
+}
