@@ -181,3 +181,20 @@ func TestIndexFolderRebuildsBadCacheEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexFolderRefusesOverflow: an encoder whose activations overflow
+// float32 makes indexing an error naming the file being embedded, and
+// writes no cache entry of its vectors.
+func TestIndexFolderRefusesOverflow(t *testing.T) {
+	root, cache, m := folderTree(t, 2), t.TempDir(), tinyEncoder(t)
+	for i := range m.Enc.Params.Norm {
+		m.Enc.Params.Norm[i] = math.MaxFloat32 // the final norm's outputs overflow
+	}
+	_, err := IndexFolder(context.Background(), root, m, FolderOptions{Cache: cache})
+	if err == nil || !strings.HasPrefix(err.Error(), "search: embedding pkg00/p.go: ") {
+		t.Errorf("got %v, want an error naming pkg00/p.go", err)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(cache, "*", "*.safetensors")); len(entries) != 0 {
+		t.Errorf("cache entries written from non-finite embeddings: %v", entries)
+	}
+}
