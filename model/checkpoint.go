@@ -3,11 +3,13 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
 )
@@ -132,8 +134,10 @@ func LoadLM[T nn.Float](dir string) (*Model[T], *Params[T], error) {
 // Load reads a checkpoint directory written by Save, Convert or Hugging
 // Face (config.json and model.safetensors, F32, F64, BF16 or F16; the
 // half-precision values convert exactly). Every expected tensor
-// must be present with its shape, and no other tensor may be; errors name the
-// file and the tensor or field.
+// must be present with its shape, and no other tensor may be; every value
+// must be finite in T (a NaN, an infinity, or an F64 value beyond float32 is
+// refused). Errors name the file and the tensor or field, and the first
+// element that is not finite.
 func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
 	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	if err != nil {
@@ -180,6 +184,9 @@ func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 		for i, v := range x {
 			t.Data[i] = T(v)
 		}
+		if i := vec.NonFinite(t.Data); i >= 0 {
+			return nonFinite(t.Name, t.Shape, i, float64(t.Data[i]), x[i])
+		}
 	}
 	// A tied checkpoint may also store the head, as transformers does when
 	// it saves without deduplicating: it must then be the embedding.
@@ -203,6 +210,30 @@ func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 		return fmt.Errorf("unexpected tensor %q%s%s", extra[0], more(len(extra)-1), hint)
 	}
 	return nil
+}
+
+// nonFinite is the error for element i of a tensor that is not finite: got
+// is the value in the model's precision, stored the value in the file (a
+// finite float64 beyond the range of float32 becomes an infinity).
+func nonFinite(name string, shape []int, i int, got, stored float64) error {
+	at := ""
+	if len(shape) > 1 {
+		at = fmt.Sprintf(" (index %v)", unravel(i, shape))
+	}
+	if !math.IsNaN(stored) && !math.IsInf(stored, 0) {
+		return fmt.Errorf("tensor %q: element %d%s is %g, beyond the model's precision (%v); the weights must be finite", name, i, at, stored, got)
+	}
+	return fmt.Errorf("tensor %q: element %d%s is %v; the weights must be finite", name, i, at, got)
+}
+
+// unravel returns the row-major index of element i in a tensor of shape.
+func unravel(i int, shape []int) []int {
+	idx := make([]int, len(shape))
+	for d := len(shape) - 1; d >= 0; d-- {
+		idx[d] = i % shape[d]
+		i /= shape[d]
+	}
+	return idx
 }
 
 // sameTensor reports, as an error, how tensor a of f differs from b.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,56 @@ func TestSaveFailureKeepsTheOldCheckpoint(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(dir))
 	if len(entries) != 1 {
 		t.Errorf("temporary files left: %d entries", len(entries))
+	}
+}
+
+// TestLoadRefusesNonFiniteWeights: a NaN or an infinity anywhere in the
+// weights (or an F64 value that overflows float32) is refused at load, the
+// error naming the file, the tensor and the element.
+func TestLoadRefusesNonFiniteWeights(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.02, 1)
+	good := filepath.Join(t.TempDir(), "good")
+	if err := m.Save(good, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	const name = "model.layers.1.self_attn.k_proj.weight"
+	for _, tc := range []struct {
+		what  string
+		value float64
+		as32  bool
+		want  string
+	}{
+		{"nan", math.NaN(), false, `element 13 (index [1 5]) is NaN`},
+		{"inf", math.Inf(-1), false, `element 13 (index [1 5]) is -Inf`},
+		{"overflow", 1e300, true, `element 13 (index [1 5]) is 1e+300, beyond the model's precision (+Inf)`},
+	} {
+		dir := filepath.Join(t.TempDir(), tc.what)
+		os.CopyFS(dir, os.DirFS(good))
+		path := filepath.Join(dir, WeightsFile)
+		f, err := safetensors.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, shape, _ := f.Float64(name)
+		x[13] = tc.value
+		f.SetF64(name, shape, x)
+		if err := safetensors.WriteFile(path, f); err != nil {
+			t.Fatal(err)
+		}
+		var lerr error
+		if tc.as32 {
+			_, _, lerr = Load[float32](dir)
+		} else {
+			_, _, lerr = Load[float64](dir)
+		}
+		want := path + `: tensor "` + name + `": ` + tc.want
+		if lerr == nil || !strings.Contains(lerr.Error(), want) || strings.Contains(lerr.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line containing %q", tc.what, lerr, want)
+		}
+	}
+	if _, _, err := Load[float32](good); err != nil {
+		t.Errorf("finite weights: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/attnlab/attnlab/internal/memlimit"
+	"github.com/attnlab/attnlab/internal/vec"
 )
 
 // Sampling chooses the next token from logits. The zero value is greedy.
@@ -146,6 +148,11 @@ func (m *Model[T]) CheckGenerate(prompts [][]int, maxNew int) error {
 	return memlimit.Check(fmt.Sprintf("model: generate: %d prompts of up to %d tokens and %d new ones", B, L, maxNew), need, "KV cache and activations")
 }
 
+// ErrNonFinite is wrapped by the errors of a computation whose values turned
+// NaN or infinite from finite weights and inputs (Load refuses weights that
+// are not finite): float32 overflowed somewhere.
+var ErrNonFinite = errors.New("the computation is not finite (finite weights overflow)")
+
 // Generate continues each prompt by up to o.MaxNew tokens, all rows at once:
 // the prompts are left-padded to one length, prefilled in one chunk, then
 // decoded one token per step through a KV cache. emit, when not nil, is
@@ -153,7 +160,9 @@ func (m *Model[T]) CheckGenerate(prompts [][]int, maxNew int) error {
 // their own random generators, so a row's continuation does not depend on
 // the other rows of the batch. It returns the new tokens of every row; when
 // ctx is done it stops before the next token and returns those so far with
-// ctx's error.
+// ctx's error. Logits that are not finite stop it the same way, with an
+// error wrapping ErrNonFinite that names the row, the step and the token id
+// (sampling from them would choose garbage).
 func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, o GenerateOptions, emit func(row, token int)) ([][]int, error) {
 	if err := o.Sampling.Validate(); err != nil {
 		return nil, err
@@ -216,6 +225,9 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 				continue
 			}
 			row := logits[(r*M+M-1)*V : (r*M+M)*V] // the row's last position
+			if i := vec.NonFinite(row); i >= 0 {
+				return out, fmt.Errorf("model: generate: row %d, new token %d: the logit of token id %d is %v: %w", r, step+1, i, row[i], ErrNonFinite)
+			}
 			for i, v := range row {
 				last[i] = float64(v)
 			}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -161,5 +162,29 @@ func TestGenerateFirstTokenSets(t *testing.T) {
 	}
 	if _, err := m.Generate(context.Background(), p, prompts, GenerateOptions{MaxNew: 2, EOS: -1, First: [][]int{{m.Config.VocabSize}, nil}}, nil); err == nil {
 		t.Errorf("a first-token id outside the vocabulary: no error")
+	}
+}
+
+// TestGenerateRefusesNonFiniteLogits: finite float32 weights whose product
+// overflows give infinite logits; Generate stops with an error naming the
+// row and the step instead of sampling a token from them.
+func TestGenerateRefusesNonFiniteLogits(t *testing.T) {
+	m, _ := New[float32](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.02, 1)
+	for i := range p.Norm {
+		p.Norm[i] = 1e30 // the final norm's output ~1e30, the head's 1e30: 1e60 overflows float32
+	}
+	for i := range p.LMHead {
+		p.LMHead[i] = 1e30
+	}
+	emitted := 0
+	_, err := m.Generate(context.Background(), p, [][]int{{1, 2}, {3}}, GenerateOptions{MaxNew: 4}, func(int, int) { emitted++ })
+	want := "model: generate: row 0, new token 1: the logit of token id 0 is"
+	if !errors.Is(err, ErrNonFinite) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want an ErrNonFinite beginning %q", err, want)
+	}
+	if emitted != 0 {
+		t.Errorf("%d tokens emitted from non-finite logits", emitted)
 	}
 }

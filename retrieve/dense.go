@@ -41,6 +41,34 @@ func (f *Flat) Len() int {
 	return len(f.Vecs) / f.D
 }
 
+// CheckUnit returns an error unless every vector is finite and of unit
+// length within tol (a cosine index stores unit vectors; a NaN scores no
+// document and a zero vector scores every one 0). The error names the first
+// bad vector, and for vectors of norm 0 how many there are.
+func (f *Flat) CheckUnit(tol float64) error {
+	if i := vec.NonFinite(f.Vecs); i >= 0 {
+		return fmt.Errorf("vector %d holds %v (element %d); the embeddings must be finite", i/f.D, f.Vecs[i], i%f.D)
+	}
+	zero, first := 0, -1
+	for i := range f.Len() {
+		x := f.Vecs[i*f.D : (i+1)*f.D]
+		n := math.Sqrt(float64(vec.Dot32(x, x)))
+		if n == 0 {
+			if zero++; first < 0 {
+				first = i
+			}
+			continue
+		}
+		if math.Abs(n-1) > tol {
+			return fmt.Errorf("vector %d has norm %.6g, want unit vectors", i, n)
+		}
+	}
+	if zero > 0 {
+		return fmt.Errorf("%d of %d vectors are zero (the first is vector %d); they would score every query 0", zero, f.Len(), first)
+	}
+	return nil
+}
+
 // Dots writes the dot product of q with vector docs[i] into dst[i]:
 //
 //	dst[i] = Σ_j q[j] · Vecs[docs[i]*D + j]

@@ -12,6 +12,25 @@ import (
 // comparison BuildDataset uses to drop duplicates.
 func CodeKey(code string) string { return strings.Join(strings.Fields(code), " ") }
 
+// UniqueCode returns pairs without those whose code (by CodeKey) is that
+// of an earlier pair, the first copy kept, in order, and how many were
+// dropped. In an evaluation where the gold of query i is document i, a
+// second copy of a document ties with the gold (and a repeated pair counts
+// its query twice): the measure would depend on the order of the file.
+func UniqueCode(pairs []Pair) ([]Pair, int) {
+	seen := make(map[string]bool, len(pairs))
+	out := make([]Pair, 0, len(pairs))
+	for _, p := range pairs {
+		k := CodeKey(p.Code)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, p)
+	}
+	return out, len(pairs) - len(out)
+}
+
 // MineOptions controls MineHardNegatives. The zero value means the
 // defaults.
 type MineOptions struct {

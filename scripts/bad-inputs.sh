@@ -70,7 +70,8 @@ mkdir -p "$src"
 for p in alpha beta gamma delta epsilon zeta eta theta; do
   mkdir -p "$src/$p"
   { echo "package $p"; echo
-    for i in $(seq 1 20); do printf '\n// F%d returns twice x or x minus one.\nfunc F%d(x int) int {\n\tif x > %d {\n\t\treturn x - 1\n\t}\n\treturn x * 2\n}\n' $i $i $i; done
+    # the queries differ (above N): pairs of one query text are each other's false negatives
+    for i in $(seq 1 20); do printf '\n// F%d returns twice x, or x minus one above %d.\nfunc F%d(x int) int {\n\tif x > %d {\n\t\treturn x - 1\n\t}\n\treturn x * 2\n}\n' $i $i $i $i; done
   } >"$src/$p/$p.go"
 done
 tiny="-src $src -vocab 300 -dim 16 -layers 1 -heads 2 -kv-heads 1 -ffn 32 -window 32 -batch 2 -eval-every 2 -ckpt-every 2 -quiet -val-frac 0.3"
@@ -172,6 +173,78 @@ ln -s "$work/retr" "$work/retr-link"
 expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr-link" -force
 expect 2 'input' -- retriever eval -data "$work/retr-link/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr" -force
 unchanged "$work/retr"
+
+echo "== non-finite values, unknown inputs, degenerate data"
+# poke FILE TENSOR VALUE [ELEMENTS]: write VALUE (a Python float) over the
+# first ELEMENTS (default 1; "all" for every one) elements of an F32 tensor
+poke() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+path, name, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+count = sys.argv[4] if len(sys.argv) > 4 else "1"
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+t = json.loads(data[8:8 + n])[name]
+lo, hi = t["data_offsets"]
+k = (hi - lo) // 4 if count == "all" else int(count)
+for i in range(k):
+    struct.pack_into("<f", data, 8 + n + lo + 4 * i, value)
+open(path, "wb").write(bytes(data))
+PY
+}
+cp -r "$work/run/checkpoint" "$work/nan-ckpt"
+poke "$work/nan-ckpt/model.safetensors" model.norm.weight nan
+expect 1 'model.safetensors: tensor "model.norm.weight": element 0 is NaN; the weights must be finite' -- generate -model "$work/nan-ckpt" -prompt x
+expect 1 'model.safetensors: tensor "model.norm.weight": element 0 is NaN' -- lm-eval -model "$work/nan-ckpt" -src "$src" -quiet -no-compressors
+cp -r "$work/run/checkpoint" "$work/big-ckpt"
+poke "$work/big-ckpt/model.safetensors" model.norm.weight 1e30 all
+poke "$work/big-ckpt/model.safetensors" model.embed_tokens.weight 1e30 all
+expect 1 'big-ckpt: model: generate: row 0, new token 1: the logit of token id [0-9]+ is .*not finite' -- generate -model "$work/big-ckpt" -prompt x
+expect 1 'big-ckpt: train: score: .*alpha.go: token 1: the logit .*not finite' -- lm-eval -model "$work/big-ckpt" -src "$src" -quiet -no-compressors
+printf '%s\n%s\n' "$src/alpha/alpha.go" "$src/alpha/alpha.go" >"$work/twice.txt"
+expect 1 'alpha/alpha.go is listed twice \(entries 1 and 2 of 2\)' -- lm-eval -model "$work/run/checkpoint" -files "$work/twice.txt" -quiet -no-compressors
+python3 - "$work/sinks.safetensors" "$work/overflow.safetensors" <<'PY'
+import json, struct, sys
+def write(path, tensors):
+    h, data = {}, b""
+    for name, vals in tensors.items():
+        h[name] = {"dtype": "F64", "shape": [1, 1, 1, len(vals)] if name != "sinks" else [1], "data_offsets": [len(data), len(data) + 8 * len(vals)]}
+        data += struct.pack("<%dd" % len(vals), *vals)
+    b = json.dumps(h).encode()
+    open(path, "wb").write(struct.pack("<Q", len(b)) + b + data)
+write(sys.argv[1], {"q": [1, 2], "k": [3, 4], "v": [5, 6], "sinks": [0.5]})
+write(sys.argv[2], {"q": [1e200, 1e200], "k": [1e200, 1e200], "v": [5, 6], "do": [1, 1]})
+PY
+expect 1 'tensor "sinks": the oracle.s attention does not implement sinks' -- ref -op attention -in "$work/sinks.safetensors" -out "$work/sinks-out.safetensors"
+expect 1 'output tensor "[a-z]+" holds (NaN|[+-]Inf) .*overflowed for finite inputs' -- ref -op attention -in "$work/overflow.safetensors" -out "$work/overflow-out.safetensors"
+[ -e "$work/sinks-out.safetensors" ] || [ -e "$work/overflow-out.safetensors" ] && { echo "FAIL a refused ref wrote"; fails=$((fails + 1)); } || echo "ok   a refused ref wrote nothing"
+cp -r "$work/rrun/index" "$work/nan-index"
+poke "$work/nan-index/embeddings.safetensors" embeddings nan
+expect 1 'embeddings.safetensors: tensor "embeddings": vector 0 holds NaN \(element 0\)' -- search -index "$work/nan-index" twice x
+cp -r "$work/rrun/index" "$work/zero-index"
+poke "$work/zero-index/embeddings.safetensors" embeddings 0 all
+expect 1 'tensor "embeddings": ([0-9]+) of \1 vectors are zero' -- search -index "$work/zero-index" twice x
+python3 - "$work/retr/train.jsonl" "$work/dup.jsonl" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+out = open(sys.argv[2], "w")
+for l in lines:
+    out.write(l)
+for l in lines[:3]:
+    p = json.loads(l); p["id"] += ".copy"; out.write(json.dumps(p) + "\n")
+PY
+expect 0 'dup.jsonl: 3 of [0-9]+ pairs repeat the code of an earlier pair' -- retriever eval -data "$work/dup.jsonl" -model none -quiet
+mkdir -p "$work/one-code"
+python3 - "$work/one-code" <<'PY'
+import json, sys
+for split, n in (("train", 12), ("val", 0), ("test", 0)):
+    with open(sys.argv[1] + "/" + split + ".jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": "p.F%d" % i, "query": "returns twice x, case %d" % i, "code": "func F(x int) int { return 2 * x }"}) + "\n")
+PY
+expect 1 'every negative of the 12 training pairs is masked \(distinct code documents: 1' -- retriever train -data "$work/one-code" -out "$work/r-one" -quiet -steps 2 -dim 16 -layers 1 -heads 2 -kv-heads 2 -ffn 32 -vocab 300 -batch 4 -index-data "$work/one-code/train.jsonl"
+expect 1 'none of the 12 training pairs has a hard negative' -- retriever rerank -data "$work/one-code" -out "$work/r-one" -quiet -steps 2 -model "$work/rrun/model"
+[ -e "$work/r-one" ] && { echo "FAIL a refused training wrote"; fails=$((fails + 1)); } || echo "ok   a refused training wrote nothing"
 
 echo "== sizes checked before allocating"
 mkdir -p "$work/huge"

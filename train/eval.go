@@ -12,6 +12,7 @@ import (
 	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/internal/compress"
 	"github.com/attnlab/attnlab/internal/memlimit"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/tokenizer"
@@ -61,7 +62,9 @@ type ScoreOptions struct {
 // starts from in training), and each of its tokens is predicted from the
 // tokens before it in the same file, through windows of opts.Window tokens
 // that advance by opts.Stride. Bits per byte count every byte of every
-// file once. It stops with ctx's error when ctx is done.
+// file once. It stops with ctx's error when ctx is done, and with an error
+// wrapping model.ErrNonFinite, naming the file and the token, when a logit
+// it would score is not finite.
 //
 // Options that do not suit m (a window beyond its positions, a batch whose
 // activations do not fit in memory) are an *OptionError.
@@ -78,6 +81,7 @@ func ScoreFiles[T nn.Float](ctx context.Context, m *model.Model[T], p *model.Par
 	// Every window: its tokens and from which position on it scores.
 	type window struct {
 		file, from int
+		start      int // the position in the file's ids of tokens[0]
 		tokens     []int
 	}
 	var wins []window
@@ -96,7 +100,7 @@ func ScoreFiles[T nn.Float](ctx context.Context, m *model.Model[T], p *model.Par
 				start = min(start, len(ids)-W)
 			}
 			end := min(start+W, len(ids))
-			wins = append(wins, window{file: i, from: scored - start, tokens: ids[start:end]})
+			wins = append(wins, window{file: i, from: scored - start, start: start, tokens: ids[start:end]})
 			scored = end
 		}
 	}
@@ -134,7 +138,12 @@ func ScoreFiles[T nn.Float](ctx context.Context, m *model.Model[T], p *model.Par
 			f := &res.Files[wins[lo+r].file]
 			for t := range W {
 				if tg := b.Targets[r*W+t]; tg != nn.DefaultIgnoreIndex {
-					f.Nats += nll(a.Logits[(r*W+t)*V:(r*W+t+1)*V], tg)
+					row := a.Logits[(r*W+t)*V : (r*W+t+1)*V]
+					if i := vec.NonFinite(row); i >= 0 {
+						return nil, fmt.Errorf("train: score: %s: token %d: the logit of token id %d is %v: %w",
+							f.Path, wins[lo+r].start+t+1, i, row[i], model.ErrNonFinite)
+					}
+					f.Nats += nll(row, tg)
 				}
 			}
 		}
@@ -153,6 +162,31 @@ func ScoreFiles[T nn.Float](ctx context.Context, m *model.Model[T], p *model.Par
 	res.BitsPerByte = res.Nats / math.Ln2 / float64(res.Bytes)
 	res.NatsPerToken = res.Nats / float64(res.Tokens)
 	return res, nil
+}
+
+// checkDistinct returns an error naming a file listed twice in files, by
+// another name too (a symbolic or hard link, "./a" and "a"): bits per byte
+// would count its bytes and its tokens twice.
+func checkDistinct(files []string) error {
+	infos := make([]os.FileInfo, len(files))
+	bySize := map[int64][]int{} // one file has one size: compare only within a size
+	for i, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return fmt.Errorf("train: lm-eval: %w", err)
+		}
+		for _, j := range bySize[fi.Size()] {
+			if os.SameFile(fi, infos[j]) {
+				if filepath.Clean(f) == filepath.Clean(files[j]) {
+					return fmt.Errorf("train: lm-eval: %s is listed twice (entries %d and %d of %d): each file is scored once", f, j+1, i+1, len(files))
+				}
+				return fmt.Errorf("train: lm-eval: %s is the file %s, listed before (entries %d and %d of %d): each file is scored once", f, files[j], j+1, i+1, len(files))
+			}
+		}
+		infos[i] = fi
+		bySize[fi.Size()] = append(bySize[fi.Size()], i)
+	}
+	return nil
 }
 
 // nll is −log softmax(logits)[target], computed as logsumexp − logit.
@@ -234,10 +268,14 @@ type LMReport struct {
 
 // EvaluateLM scores the checkpoint o.Model on o.Src or o.Files. Options
 // that do not suit the model are an *OptionError, returned before any file
-// is read.
+// is read; a file given twice in o.Files (under any name) is an error
+// naming it, returned before the model is loaded.
 func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 	if (o.Src == "") == (len(o.Files) == 0) {
 		return nil, errors.New("train: lm-eval: give a folder or a list of files, not both")
+	}
+	if err := checkDistinct(o.Files); err != nil {
+		return nil, err
 	}
 	m, p, err := model.LoadLM[float32](o.Model)
 	if err != nil {
@@ -275,6 +313,9 @@ func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 		files = append(files, TextFile{Path: f, Text: text})
 	}
 	s, err := ScoreFiles(ctx, m, p, tok, eos, files, o.ScoreOptions)
+	if errors.Is(err, model.ErrNonFinite) {
+		return nil, fmt.Errorf("%s: %w", o.Model, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,11 @@ package train
 
 import (
 	"context"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/model"
@@ -106,5 +110,64 @@ func TestScoreFiles(t *testing.T) {
 	cancel()
 	if _, err := ScoreFiles(ctx, m, p, byteEncoder{}, 256, files, ScoreOptions{}); err == nil {
 		t.Error("a cancelled context: no error")
+	}
+}
+
+// TestScoreFilesRefusesNonFiniteLogits: finite float32 weights whose
+// product overflows give infinite logits; the score is an error naming the
+// file and the token, not "NaN bits per byte".
+func TestScoreFilesRefusesNonFiniteLogits(t *testing.T) {
+	cfg := model.Config{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1,
+		RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 257, MaxPositionEmbeddings: 64, TieWordEmbeddings: false}
+	m, err := model.New[float32](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.NewParams()
+	m.Init(p, 0.02, 7)
+	for i := range p.Norm {
+		p.Norm[i] = 1e30 // the head's input ~1e30, its weights 1e30: 1e60 overflows float32
+	}
+	for i := range p.LMHead {
+		p.LMHead[i] = 1e30
+	}
+	files := []TextFile{{"a.go", []byte("package a\n")}}
+	_, err = ScoreFiles(context.Background(), m, p, byteEncoder{}, 256, files, ScoreOptions{Window: 64})
+	want := "train: score: a.go: token 1: the logit of token id 0 is"
+	if !errors.Is(err, model.ErrNonFinite) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want an ErrNonFinite beginning %q", err, want)
+	}
+}
+
+// TestEvaluateLMRefusesAFileListedTwice: the same file twice in Files, by
+// the same name, another spelling or a symbolic link, is an error naming
+// it, before the model is read (Model names no checkpoint here: had the
+// check come later, the error would be the missing checkpoint's).
+func TestEvaluateLMRefusesAFileListedTwice(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.go"), filepath.Join(dir, "b.go")
+	os.WriteFile(a, []byte("package a\n"), 0o644)
+	os.WriteFile(b, []byte("package a\n"), 0o644) // the same bytes, another file: allowed
+	link := filepath.Join(dir, "link.go")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	noModel := filepath.Join(dir, "nosuch")
+	for _, tc := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{a, b, a}, a + " is listed twice (entries 1 and 3 of 3)"},
+		{[]string{b, a, filepath.Join(dir, ".", "a.go")}, a + " is listed twice (entries 2 and 3 of 3)"},
+		{[]string{a, b, link}, link + " is the file " + a + ", listed before (entries 1 and 3 of 3)"},
+	} {
+		_, err := EvaluateLM(context.Background(), LMEvalOptions{Model: noModel, Files: tc.files})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.files, err, tc.want)
+		}
+	}
+	_, err := EvaluateLM(context.Background(), LMEvalOptions{Model: noModel, Files: []string{a, b}})
+	if err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("two distinct files: got %v, want the missing checkpoint's error", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
 )
@@ -83,7 +84,8 @@ func MarshalMoments[T nn.Float](opt *AdamW[T], params []Param[T]) ([]byte, error
 
 // ReadMoments restores opt's moments of params and its step count from a
 // file written by MarshalMoments. It returns an error naming the file and
-// tensor when one is missing or of another shape.
+// tensor when one is missing or of another shape, holds a NaN or an
+// infinity, or (a second moment) a negative value.
 func ReadMoments[T nn.Float](opt *AdamW[T], params []Param[T], path string) error {
 	f, err := safetensors.ReadFile(path)
 	if err != nil {
@@ -110,6 +112,14 @@ func ReadMoments[T nn.Float](opt *AdamW[T], params []Param[T], path string) erro
 			w := make([]T, len(x))
 			for i, e := range x {
 				w[i] = T(e)
+			}
+			if i := vec.NonFinite(w); i >= 0 {
+				return fmt.Errorf("%s: tensor %q: element %d is %v; the optimiser's moments must be finite", name, kv.prefix+p.Name, i, w[i])
+			}
+			if kv.prefix == "v." {
+				if i := slices.IndexFunc(w, func(e T) bool { return e < 0 }); i >= 0 {
+					return fmt.Errorf("%s: tensor %q: element %d is %v; a second moment is never negative", name, kv.prefix+p.Name, i, w[i])
+				}
 			}
 			kv.dst[p.Name] = w
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -121,6 +122,10 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 			w.Flush() // streaming: each token as it comes
 		}
 	})
+	if errors.Is(err, model.ErrNonFinite) {
+		w.WriteString("\n")
+		return fmt.Errorf("%s: %w", o.model, err)
+	}
 	if err != nil {
 		return err
 	}

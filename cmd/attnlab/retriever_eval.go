@@ -36,7 +36,9 @@ ordered by adding the first stage's and the reranker's scores, rescaled,
 weighed -fuse-weight and the rest; -fuse-weight 0: by the reciprocal rank
 fusion of their ranks). By default,
 every system the given models allow. A file of 10 pairs or fewer is
-measured with a warning: every gold is then in the top 10.
+measured with a warning: every gold is then in the top 10. A pair whose
+code repeats an earlier pair's (up to white space) would tie with its gold:
+such pairs are dropped with a warning that counts them, the first kept.
 
 -write-index saves the dense index of the file (for attnlab search); an
 existing folder is refused unless -force, and it may not be an input.

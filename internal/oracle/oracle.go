@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/safetensors"
 )
 
@@ -32,25 +33,81 @@ func Run(op string, in *safetensors.File, dtype string) (*safetensors.File, erro
 	if err := CheckFinite(in); err != nil {
 		return nil, err
 	}
+	if dtype == "float32" {
+		if err := checkRange32(in); err != nil {
+			return nil, err
+		}
+	}
+	var out *safetensors.File
+	var err error
 	switch op {
 	case "attention":
-		return runAttention(in, dtype)
+		out, err = runAttention(in, dtype)
 	case "rope":
-		return runRoPE(in, dtype)
+		out, err = runRoPE(in, dtype)
 	case "rmsnorm":
-		return runRMSNorm(in, dtype)
+		out, err = runRMSNorm(in, dtype)
 	case "swiglu":
-		return runSwiGLU(in, dtype)
+		out, err = runSwiGLU(in, dtype)
 	case "block":
-		return runBlock(in, dtype)
+		out, err = runBlock(in, dtype)
 	case "decoder":
-		return runDecoder(in, dtype)
+		out, err = runDecoder(in, dtype)
+	default:
+		return nil, fmt.Errorf("unknown op %q (known: %s)", op, strings.Join(Ops, ", "))
 	}
-	return nil, fmt.Errorf("unknown op %q (known: %s)", op, strings.Join(Ops, ", "))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOutputs(op, in, out, dtype); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkOutputs returns an error naming the first output tensor that holds
+// a NaN or an infinity: the inputs are finite (CheckFinite), so the
+// computation overflowed in dtype, and an answer holding NaN would say
+// nothing about the implementation compared with it. The one non-finite
+// value that is an answer is attention's lse = +Inf of a padding query row.
+func checkOutputs(op string, in, out *safetensors.File, dtype string) error {
+	padding := func(name string, i int) bool { return false }
+	if op == "attention" && in.Has("q_valid") {
+		valid, vs, _ := in.Int64("q_valid") // [B, M], checked by AttentionInputs
+		qs := in.Tensors["q"].Shape         // [B, Hq, M, D]
+		padding = func(name string, i int) bool {
+			b, m := i/(qs[1]*qs[2]), i%qs[2]
+			return name == "lse" && valid[b*vs[1]+m] == 0
+		}
+	}
+	for _, name := range out.Names() {
+		if !out.Tensors[name].DType.IsFloat() {
+			continue
+		}
+		x, shape, err := out.Float64(name)
+		if err != nil {
+			return err
+		}
+		for i := vec.NonFinite(x); i >= 0; {
+			if !(math.IsInf(x[i], 1) && padding(name, i)) {
+				return fmt.Errorf("oracle: output tensor %q holds %v at element %d (shape %v): the %s computation overflowed for finite inputs",
+					name, x[i], i, shape, dtype)
+			}
+			j := vec.NonFinite(x[i+1:])
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+	}
+	return nil
 }
 
 // AttentionInputs reads the attention configuration and tensors from in.
 func AttentionInputs(in *safetensors.File) (c *attention.Config, q, k, v, do []float64, err error) {
+	if err := checkAttentionNames(in); err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
 	q, qs, err := tensor4(in, "q")
 	if err != nil {
 		return nil, nil, nil, nil, nil, err
@@ -140,6 +197,25 @@ func AttentionInputs(in *safetensors.File) (c *attention.Config, q, k, v, do []f
 		return nil, nil, nil, nil, nil, err
 	}
 	return c, q, k, v, do, nil
+}
+
+// AttentionNames are the tensor names op attention reads.
+var AttentionNames = []string{"q", "k", "v", "do", "q_pos", "k_pos", "q_valid", "k_valid", "q_seg", "k_seg"}
+
+// checkAttentionNames refuses a tensor op attention does not read. The
+// variants of DESIGN §3a (sinks, alibi_slopes) are named as such: dropping
+// them would return a plain attention answer to a question about another.
+func checkAttentionNames(in *safetensors.File) error {
+	for _, name := range in.Names() {
+		switch {
+		case slices.Contains(AttentionNames, name):
+		case name == "sinks" || name == "alibi_slopes":
+			return fmt.Errorf("tensor %q: the oracle's attention does not implement %s (inputs: %s)", name, name, strings.Join(AttentionNames, ", "))
+		default:
+			return fmt.Errorf("tensor %q: not an input of op attention (inputs: %s)", name, strings.Join(AttentionNames, ", "))
+		}
+	}
+	return nil
 }
 
 func readMeta(meta map[string]string, c *attention.Config) error {
@@ -269,6 +345,27 @@ func f32(x []float64) []float32 {
 		y[i] = float32(e)
 	}
 	return y
+}
+
+// checkRange32 returns an error naming the first float tensor of in with a
+// finite value beyond float32, which -dtype float32 would turn into an
+// infinity before any computation.
+func checkRange32(in *safetensors.File) error {
+	for _, name := range in.Names() {
+		if !in.Tensors[name].DType.IsFloat() {
+			continue
+		}
+		x, _, err := in.Float64(name)
+		if err != nil {
+			return err
+		}
+		for i, v := range x {
+			if math.Abs(v) > math.MaxFloat32 {
+				return fmt.Errorf("oracle: tensor %q: element %d is %g, beyond float32: -dtype float32 would make it infinite", name, i, v)
+			}
+		}
+	}
+	return nil
 }
 
 // CheckFinite returns an error naming the first tensor of in that holds a

@@ -42,7 +42,11 @@ func NewIndex(ctx context.Context, m *Model, docs []retrieve.Pair, progress func
 	if err != nil {
 		return nil, err
 	}
-	return &Index{Model: m, Docs: docs, Flat: &retrieve.Flat{D: m.Dim(), Vecs: vecs}}, nil
+	flat := &retrieve.Flat{D: m.Dim(), Vecs: vecs}
+	if err := flat.CheckUnit(UnitTol); err != nil {
+		return nil, fmt.Errorf("dense: embedding the documents turned non-finite or zero: %w", err)
+	}
+	return &Index{Model: m, Docs: docs, Flat: flat}, nil
 }
 
 // Search returns the k documents nearest to the query, best first, and
@@ -105,7 +109,9 @@ func (x *Index) Save(dir string) error {
 // LoadIndex reads an index directory written by Index.Save. The ids of the
 // embeddings must be those of the corpus, in order, and the encoder must be
 // the one that made them: Save records its Fingerprint in the embeddings'
-// metadata (key "encoder_sha256").
+// metadata (key "encoder_sha256"). Every embedding must be finite and of
+// unit length (within UnitTol): a NaN, an infinity or a zero vector is
+// refused, naming the vector (and for zero vectors their count).
 func LoadIndex(dir string) (*Index, error) {
 	m, err := Load(filepath.Join(dir, EncoderDir))
 	if err != nil {
@@ -149,5 +155,14 @@ func LoadIndex(dir string) (*Index, error) {
 				dir, filepath.Join(dir, EncoderDir), saved, fp)
 		}
 	}
-	return &Index{Model: m, Docs: docs, Flat: &retrieve.Flat{D: m.Dim(), Vecs: vecs}}, nil
+	flat := &retrieve.Flat{D: m.Dim(), Vecs: vecs}
+	if err := flat.CheckUnit(UnitTol); err != nil {
+		return nil, fmt.Errorf("dense: %s: tensor %q: %w", path, embeddingsTensor, err)
+	}
+	return &Index{Model: m, Docs: docs, Flat: flat}, nil
 }
+
+// UnitTol is how far from 1 the norm of a saved embedding may be: the
+// encoder writes unit vectors in float32, a few ulps from 1; anything
+// further off was not written by it.
+const UnitTol = 1e-3

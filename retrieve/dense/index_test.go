@@ -3,6 +3,7 @@ package dense
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/attnlab/attnlab/retrieve"
+	"github.com/attnlab/attnlab/safetensors"
 )
 
 func tinyPairs() []retrieve.Pair {
@@ -139,5 +141,66 @@ func TestQueryPrefix(t *testing.T) {
 	}
 	if back.Settings.QueryPrefix != "// " {
 		t.Errorf("loaded prefix %q", back.Settings.QueryPrefix)
+	}
+}
+
+// TestLoadIndexRefusesBadEmbeddings: an index whose embeddings hold a NaN
+// (which scores no document) or zero vectors (which score every query 0) is
+// refused at load, naming the file, the vector and, for zeros, the count.
+func TestLoadIndexRefusesBadEmbeddings(t *testing.T) {
+	pairs := tinyPairs()
+	x, _ := NewIndex(context.Background(), tinyModel(t, pairs), pairs, nil)
+	good := filepath.Join(t.TempDir(), "index")
+	if err := x.Save(good); err != nil {
+		t.Fatal(err)
+	}
+	D := x.Flat.D
+	for _, tc := range []struct {
+		name string
+		edit func(v []float32)
+		want string
+	}{
+		{"nan", func(v []float32) { v[4*D+2] = float32(math.NaN()) }, "vector 4 holds NaN (element 2)"},
+		{"inf", func(v []float32) { v[11*D] = float32(math.Inf(1)) }, "vector 11 holds +Inf (element 0)"},
+		{"all-zero", func(v []float32) { clear(v) }, "12 of 12 vectors are zero (the first is vector 0)"},
+		{"some-zero", func(v []float32) { clear(v[3*D : 5*D]) }, "2 of 12 vectors are zero (the first is vector 3)"},
+		{"not-unit", func(v []float32) { v[7*D] += 0.5 }, "vector 7 has norm"},
+	} {
+		dir := filepath.Join(t.TempDir(), tc.name)
+		os.CopyFS(dir, os.DirFS(good))
+		path := filepath.Join(dir, EmbeddingsFile)
+		f, err := safetensors.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, shape, _ := f.Float32(embeddingsTensor)
+		tc.edit(v)
+		f.SetF32(embeddingsTensor, shape, v)
+		if err := safetensors.WriteFile(path, f); err != nil {
+			t.Fatal(err)
+		}
+		_, err = LoadIndex(dir)
+		want := path + `: tensor "embeddings": ` + tc.want
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line containing %q", tc.name, err, want)
+		}
+	}
+	if _, err := LoadIndex(good); err != nil {
+		t.Errorf("the saved index: %v", err)
+	}
+}
+
+// TestNewIndexRefusesOverflow: finite weights whose activations overflow
+// float32 give embeddings that are not finite unit vectors; indexing is then
+// an error, not an index that answers every query with nothing or 0.
+func TestNewIndexRefusesOverflow(t *testing.T) {
+	pairs := tinyPairs()
+	m := tinyModel(t, pairs)
+	for i := range m.Enc.Params.Norm {
+		m.Enc.Params.Norm[i] = math.MaxFloat32 // the final norm's outputs overflow float32
+	}
+	_, err := NewIndex(context.Background(), m, pairs, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "dense: embedding the documents turned non-finite or zero: ") {
+		t.Errorf("got %v, want the documents' embeddings named", err)
 	}
 }

@@ -38,6 +38,34 @@ func NewData(m *Model, pairs []retrieve.Pair, negatives [][]int) *Data {
 	return d
 }
 
+// Unmasked returns how many pairs have a negative the loss can see: another
+// pair whose code is another document (by Keys) and whose query another
+// text, or one of its first hard hard negatives whose code is another
+// document. A
+// pair without one has every negative masked as a false negative in every
+// batch; its loss is 0 and its accuracy 1 whatever the weights.
+func (d *Data) Unmasked(hard int) int {
+	byKey, byQuery, byBoth := map[string]int{}, map[string]int{}, map[[2]string]int{}
+	for i, k := range d.Keys {
+		byKey[k]++
+		byQuery[d.QueryText[i]]++
+		byBoth[[2]string{k, d.QueryText[i]}]++
+	}
+	n := 0
+	for i, k := range d.Keys {
+		q := d.QueryText[i]
+		if byKey[k]+byQuery[q]-byBoth[[2]string{k, q}] < len(d.Keys) {
+			n++
+			continue
+		}
+		negs := d.Negatives[i]
+		if slices.ContainsFunc(negs[:min(len(negs), hard)], func(j int) bool { return d.Keys[j] != k }) {
+			n++
+		}
+	}
+	return n
+}
+
 // Options configures a Trainer.
 type Options struct {
 	Batch         int            `flag:"batch"`          // pairs per step: B
@@ -83,6 +111,8 @@ type Trainer struct {
 }
 
 // NewTrainer returns a trainer of enc (initialised by the caller) on data.
+// Data in which no pair has a negative the loss can see (Unmasked is 0) is
+// an error that counts its distinct documents and queries.
 func NewTrainer(enc *Encoder[float32], data *Data, o Options) (*Trainer, error) {
 	switch {
 	case o.Batch < 2:
@@ -96,6 +126,10 @@ func NewTrainer(enc *Encoder[float32], data *Data, o Options) (*Trainer, error) 
 	case o.Chunk < 0:
 		return nil, fmt.Errorf("dense: chunk %d, want 0 (the whole step) or more sequences", o.Chunk)
 	}
+	if data.Unmasked(o.HardNegatives) == 0 {
+		return nil, fmt.Errorf("dense: every negative of the %d training pairs is masked (distinct code documents: %d, distinct queries: %d): a pair's copies and same-query pairs are false negatives, so the loss would be 0 and the accuracy 1",
+			len(data.Queries), distinct(data.Keys), distinct(data.QueryText))
+	}
 	t := &Trainer{Enc: enc, Opt: o, Data: data, Tau: o.Tau,
 		grads: enc.Model.NewParams(),
 		adam:  train.NewAdamW[float32](o.Beta1, o.Beta2, o.Eps, o.WD),
@@ -108,6 +142,15 @@ func NewTrainer(enc *Encoder[float32], data *Data, o Options) (*Trainer, error) 
 		t.params = append(t.params, train.Param[float32]{Name: "log_temperature", X: t.logTau, Grad: t.dTau})
 	}
 	return t, nil
+}
+
+// distinct returns the number of distinct strings of x.
+func distinct(x []string) int {
+	seen := map[string]bool{}
+	for _, s := range x {
+		seen[s] = true
+	}
+	return len(seen)
 }
 
 // StepResult reports one optimiser step.

@@ -195,3 +195,48 @@ func TestChunkOption(t *testing.T) {
 		t.Errorf("chunk -1: error %v, want one naming the chunk", err)
 	}
 }
+
+// TestNewTrainerRefusesAllNegativesMasked: a training set in which every
+// negative of every pair is a false negative (one code document under many
+// queries, or one query over many documents, with no hard negative of
+// another code) is refused with the counts, instead of training at loss 0
+// and accuracy 1; a single pair that can be contrasted is enough.
+func TestNewTrainerRefusesAllNegativesMasked(t *testing.T) {
+	enc, data := chunkData(t, 1)
+	o := chunkOptions(0)
+	n := len(data.Keys)
+	oneCode, oneQuery := *data, *data
+	oneCode.Keys, oneQuery.QueryText = make([]string, n), make([]string, n)
+	oneQuery.Negatives = make([][]int, n) // a hard negative is another document: unmasked
+	for i := range n {
+		oneCode.Keys[i], oneQuery.QueryText[i] = "func F() {}", "does it"
+	}
+	for _, tc := range []struct {
+		name string
+		d    *Data
+		want string
+	}{
+		{"one-code", &oneCode, fmt.Sprintf("dense: every negative of the %d training pairs is masked (distinct code documents: 1, distinct queries: %d)", n, distinct(data.QueryText))},
+		{"one-query", &oneQuery, fmt.Sprintf("dense: every negative of the %d training pairs is masked (distinct code documents: %d, distinct queries: 1)", n, distinct(data.Keys))},
+	} {
+		if got := tc.d.Unmasked(o.HardNegatives); got != 0 {
+			t.Errorf("%s: %d pairs unmasked, want 0", tc.name, got)
+		}
+		_, err := NewTrainer(enc, tc.d, o)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	// one pair of another code: it and every other pair have a negative
+	oneCode.Keys = append([]string(nil), oneCode.Keys...)
+	oneCode.Keys[3] = "func G() {}"
+	if got := oneCode.Unmasked(o.HardNegatives); got != n {
+		t.Errorf("one other code: %d pairs unmasked, want %d", got, n)
+	}
+	if _, err := NewTrainer(enc, &oneCode, o); err != nil {
+		t.Errorf("one other code: %v", err)
+	}
+	if got := data.Unmasked(o.HardNegatives); got != n {
+		t.Errorf("distinct pairs: %d unmasked, want %d", got, n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve/dense"
@@ -476,6 +477,9 @@ func Load(dir string) (*Model, error) {
 	if len(shape) != 1 {
 		return nil, fmt.Errorf("rerank: %s: %s has shape %v, want one dimension", filepath.Join(dir, HeadFile), headTensor, shape)
 	}
+	if i := vec.NonFinite(w); i >= 0 {
+		return nil, fmt.Errorf("rerank: %s: tensor %q: element %d is %v; the weights must be finite", filepath.Join(dir, HeadFile), headTensor, i, w[i])
+	}
 	m, err := newModel(&dense.Encoder[float32]{Model: mod, Params: p, Isolated: s.Isolated, Causal: s.Causal}, w, tok, s)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
@@ -487,6 +491,9 @@ func Load(dir string) (*Model, error) {
 		}
 		if !slices.Equal(shape, []int{mod.Config.VocabSize}) {
 			return nil, fmt.Errorf("rerank: %s: %s has shape %v, want [%d]", filepath.Join(dir, HeadFile), idfTensor, shape, mod.Config.VocabSize)
+		}
+		if i := vec.NonFinite(idf); i >= 0 {
+			return nil, fmt.Errorf("rerank: %s: tensor %q: element %d is %v; the weights must be finite", filepath.Join(dir, HeadFile), idfTensor, i, idf[i])
 		}
 		m.IDF = idf
 	}

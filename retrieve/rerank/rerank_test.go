@@ -15,6 +15,7 @@ import (
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
+	"github.com/attnlab/attnlab/safetensors"
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -662,5 +663,68 @@ func TestZeroCrossScoresAsDense(t *testing.T) {
 	r.ZeroCross()
 	if e := worst(); e > 1e-3 {
 		t.Errorf("zeroed cross block: scores %.2g from the dual encoder's cos/τ, want ≤ 1e-3", e)
+	}
+}
+
+// TestLoadRefusesNonFiniteHead: a NaN in the score head (or an infinity in
+// the encoder's weights, which model.Load reads) is refused at load, the
+// error naming the file, the tensor and the element.
+func TestLoadRefusesNonFiniteHead(t *testing.T) {
+	ps := pairs(8)
+	m := tinyReranker(t, ps)
+	good := filepath.Join(t.TempDir(), "rr")
+	if err := m.Save(good); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(file, tensor string, i int, v float32) (string, string) {
+		dir := filepath.Join(t.TempDir(), "bad")
+		os.CopyFS(dir, os.DirFS(good))
+		path := filepath.Join(dir, file)
+		f, err := safetensors.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, shape, err := f.Float32(tensor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x[i] = v
+		f.SetF32(tensor, shape, x)
+		if err := safetensors.WriteFile(path, f); err != nil {
+			t.Fatal(err)
+		}
+		return dir, path
+	}
+	for _, tc := range []struct {
+		file, tensor string
+		v            float32
+		want         string
+	}{
+		{HeadFile, headTensor, float32(math.NaN()), `: tensor "score.weight": element 1 is NaN`},
+		{model.WeightsFile, "model.norm.weight", float32(math.Inf(1)), `: tensor "model.norm.weight": element 1 is +Inf`},
+	} {
+		dir, path := edit(tc.file, tc.tensor, 1, tc.v)
+		_, err := Load(dir)
+		if err == nil || !strings.Contains(err.Error(), path+tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line containing %q", tc.tensor, err, path+tc.want)
+		}
+	}
+}
+
+// TestNewTrainerRefusesNoNegatives: training data without a single hard
+// negative (each group would be its positive alone, loss 0, accuracy 1) is
+// refused with the count of pairs; one pair with a negative is enough.
+func TestNewTrainerRefusesNoNegatives(t *testing.T) {
+	ps := pairs(8)
+	m := tinyReranker(t, ps)
+	_, err := NewTrainer(m, NewData(m, ps, nil), options(4, 3, 4))
+	want := "rerank: none of the 8 training pairs has a hard negative"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("no negatives: got %v, want %q", err, want)
+	}
+	negs := make([][]int, len(ps))
+	negs[5] = []int{2}
+	if _, err := NewTrainer(m, NewData(m, ps, negs), options(4, 3, 4)); err != nil {
+		t.Errorf("one pair with a negative: %v", err)
 	}
 }

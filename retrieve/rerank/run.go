@@ -230,9 +230,14 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if o.RandomNegs > 0 {
 		rng := rand.New(rand.NewPCG(o.Seed, 0x7a4d))
 		rnd = make([][]int, len(trainPairs))
+		keys := make([]string, len(trainPairs))
+		for i, p := range trainPairs {
+			keys[i] = retrieve.CodeKey(p.Code)
+		}
 		for i := range rnd {
 			for tries := 0; len(rnd[i]) < o.RandomNegs && tries < 100*o.RandomNegs; tries++ {
-				if j := rng.IntN(len(trainPairs)); j != i && trainPairs[j].Query != trainPairs[i].Query {
+				// a copy of the gold's code, or the gold of the same query, is no negative
+				if j := rng.IntN(len(trainPairs)); j != i && trainPairs[j].Query != trainPairs[i].Query && keys[j] != keys[i] {
 					rnd[i] = append(rnd[i], j)
 				}
 			}
@@ -246,7 +251,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		}
 	}
 	if none == len(negs) {
-		return nil, fmt.Errorf("rerank: no training query has a negative: nothing to learn")
+		return nil, fmt.Errorf("rerank: none of the %d training pairs has a hard negative (other code than its own, under another query): nothing to learn", len(negs))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -89,3 +89,35 @@ func TestResumeIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRefusesOneCode: pairs that all hold the same code have no
+// negative (a random pick of another pair is a copy of the gold's code, not
+// a negative): the run is refused with the count, and leaves no folder.
+func TestRunRefusesOneCode(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+	ps := pairs(12)
+	for i := range ps {
+		ps[i].Code = "func F(x int) int { return 2 * x }"
+	}
+	if err := retrieve.WriteJSONL(filepath.Join(data, "train.jsonl"), ps); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(data, "val.jsonl"), nil, 0o644)
+	enc := filepath.Join(dir, "encoder")
+	if err := tinyDense(t, pairs(12)).Save(enc); err != nil {
+		t.Fatal(err)
+	}
+	o := RunOptions{Data: data, Out: filepath.Join(dir, "out"), Model: enc, MaxQuery: 12, MaxCode: 24, Cross: 1, InitStd: 0.1,
+		Groups: 3, Candidates: 3, BM25Negs: 2, RandomNegs: 2, MineDepth: 8, MineMargin: 0.05,
+		Steps: 2, Warmup: 1, LR: 1e-3, MinLR: 1e-4, Clip: 1, HeadLRScale: 10, Depth: 4, Seed: 1}
+	_, err := Run(context.Background(), o, train.Events{})
+	want := "rerank: none of the 12 training pairs has a hard negative"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("one code: got %v, want %q", err, want)
+	}
+	if _, serr := os.Stat(o.Out); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("a refused run left %s (%v)", o.Out, serr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -131,7 +132,8 @@ type Trainer struct {
 	dOut     []float32 // scratch: ∂L/∂(token vectors) of one sequence
 }
 
-// NewTrainer returns a trainer of m on data.
+// NewTrainer returns a trainer of m on data. Data in which no pair has a
+// hard negative is an error that counts the pairs.
 func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 	switch {
 	case o.Groups < 1:
@@ -144,6 +146,9 @@ func NewTrainer(m *Model, data *Data, o Options) (*Trainer, error) {
 		return nil, fmt.Errorf("rerank: a lexical head needs the IDF of every token id (SetIDF)")
 	case len(data.Queries) < o.Groups:
 		return nil, fmt.Errorf("rerank: %d training pairs, fewer than %d groups", len(data.Queries), o.Groups)
+	}
+	if !slices.ContainsFunc(data.Negatives, func(n []int) bool { return len(n) > 0 }) {
+		return nil, fmt.Errorf("rerank: none of the %d training pairs has a hard negative: every group would be its positive alone, at loss 0 and accuracy 1", len(data.Queries))
 	}
 	src := rand.NewPCG(o.Seed, 0x5e1ec7)
 	t := &Trainer{Model: m, Opt: o, Data: data,

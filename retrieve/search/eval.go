@@ -68,6 +68,9 @@ func Systems(model, reranker bool) []string {
 
 // Evaluate runs the evaluation o describes. Everything is checked before
 // any work; the index is written only after every system was measured.
+// Pairs whose code repeats an earlier pair's (retrieve.UniqueCode) are
+// dropped with a warning that counts them: the gold of a query would tie
+// with its copy, and a repeated pair would count twice.
 func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult, error) {
 	if o.Data == "" {
 		return nil, errors.New("search: no data file")
@@ -109,7 +112,17 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("search: %s holds no pairs", o.Data)
 	}
-	res := &EvalResult{Data: o.Data, Queries: len(pairs)}
+	// duplicates: warned about, and the unique documents measured
+	unique, dups := retrieve.UniqueCode(pairs)
+	res := &EvalResult{Data: o.Data}
+	if dups > 0 {
+		w := fmt.Sprintf("%s: %d of %d pairs repeat the code of an earlier pair (up to white space); measuring the %d unique documents, the first pair of each",
+			o.Data, dups, len(pairs), len(unique))
+		res.Warnings = append(res.Warnings, w)
+		ev.Warn(w)
+	}
+	pairs = unique
+	res.Queries = len(pairs)
 	pkgs := map[string]bool{}
 	for _, p := range pairs {
 		pkgs[p.Package] = true

@@ -152,6 +152,9 @@ func IndexFolder(ctx context.Context, root string, m *dense.Model, o FolderOptio
 		if err != nil {
 			return nil, err
 		}
+		if err := (&retrieve.Flat{D: m.Dim(), Vecs: vecs}).CheckUnit(dense.UnitTol); err != nil {
+			return nil, fmt.Errorf("search: embedding %s: %w", e.funcs[0].File, err)
+		}
 		e.vecs = vecs
 		done += len(codes)
 		f.Stats.Embedded += len(codes)
@@ -216,7 +219,9 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 }
 
 // readEntry reads a cache entry: the functions of a file and their
-// embeddings. Any problem is an error, and the file is then embedded again.
+// embeddings. Any problem is an error, and the file is then embedded again
+// (and the entry rewritten): a truncated file, a shape that is not the
+// encoder's, or embeddings that are not finite unit vectors.
 func readEntry(path string, D int) ([]retrieve.Pair, []float32, error) {
 	file, err := safetensors.ReadFile(path)
 	if err != nil {
@@ -232,6 +237,9 @@ func readEntry(path string, D int) ([]retrieve.Pair, []float32, error) {
 	vecs, shape, err := file.Float32("vecs")
 	if err != nil || !slices.Equal(shape, []int{len(funcs), D}) {
 		return nil, nil, fmt.Errorf("search: cache entry %s: vecs %v, want [%d %d] (%v)", path, shape, len(funcs), D, err)
+	}
+	if err := (&retrieve.Flat{D: D, Vecs: vecs}).CheckUnit(dense.UnitTol); err != nil {
+		return nil, nil, fmt.Errorf("search: cache entry %s: vecs: %w", path, err)
 	}
 	return funcs, vecs, nil
 }

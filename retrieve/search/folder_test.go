@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
+	"github.com/attnlab/attnlab/safetensors"
 )
 
 // folderTree writes n packages of two documented functions each under a
@@ -115,5 +117,84 @@ func TestIndexFolderNothingToSearch(t *testing.T) {
 	_, err := IndexFolder(context.Background(), root, tinyEncoder(t), FolderOptions{})
 	if err == nil || !strings.Contains(err.Error(), root) || !strings.Contains(err.Error(), "no function with a body in 1 .go files") {
 		t.Errorf("a folder without functions: %v", err)
+	}
+}
+
+// TestIndexFolderRebuildsBadCacheEntries: a cache entry whose embeddings
+// hold a NaN or zero vectors (same key, right shape) is not reused: the file
+// is embedded again, the entry rewritten with finite unit vectors, and the
+// search equals one without a cache.
+func TestIndexFolderRebuildsBadCacheEntries(t *testing.T) {
+	root, m := folderTree(t, 3), tinyEncoder(t)
+	for _, tc := range []struct {
+		name string
+		edit func(v []float32)
+	}{
+		{"nan", func(v []float32) { v[1] = float32(math.NaN()) }},
+		{"zero", func(v []float32) { clear(v) }},
+	} {
+		cache := t.TempDir()
+		if _, err := IndexFolder(context.Background(), root, m, FolderOptions{Cache: cache}); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := filepath.Glob(filepath.Join(cache, "*", "*.safetensors"))
+		if len(entries) != 3 {
+			t.Fatalf("%s: %d cache entries, want 3", tc.name, len(entries))
+		}
+		for _, e := range entries {
+			f, err := safetensors.ReadFile(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, shape, _ := f.Float32("vecs")
+			tc.edit(v)
+			f.SetF32("vecs", shape, v)
+			if err := safetensors.WriteFile(e, f); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := readEntry(e, m.Dim()); err == nil || !strings.Contains(err.Error(), e) {
+				t.Errorf("%s: readEntry of a bad entry: %v, want an error naming it", tc.name, err)
+			}
+		}
+		f, err := IndexFolder(context.Background(), root, m, FolderOptions{Cache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Stats.Cached != 0 || f.Stats.Embedded != 6 {
+			t.Errorf("%s: %+v, want no file from the cache and 6 functions embedded again", tc.name, f.Stats)
+		}
+		for _, e := range entries {
+			if _, _, err := readEntry(e, m.Dim()); err != nil {
+				t.Errorf("%s: the rebuilt entry: %v", tc.name, err)
+			}
+		}
+		hits, err := f.Search("adds the values", 3)
+		if err != nil || len(hits) != 3 {
+			t.Fatalf("%s: %d hits, %v", tc.name, len(hits), err)
+		}
+		fresh, _ := IndexFolder(context.Background(), root, m, FolderOptions{})
+		want, _ := fresh.Search("adds the values", 3)
+		for i := range hits {
+			if hits[i].ID != want[i].ID || hits[i].Score != want[i].Score {
+				t.Errorf("%s: hit %d: %s %g, without a cache %s %g", tc.name, i, hits[i].ID, hits[i].Score, want[i].ID, want[i].Score)
+			}
+		}
+	}
+}
+
+// TestIndexFolderRefusesOverflow: an encoder whose activations overflow
+// float32 makes indexing an error naming the file being embedded, and
+// writes no cache entry of its vectors.
+func TestIndexFolderRefusesOverflow(t *testing.T) {
+	root, cache, m := folderTree(t, 2), t.TempDir(), tinyEncoder(t)
+	for i := range m.Enc.Params.Norm {
+		m.Enc.Params.Norm[i] = math.MaxFloat32 // the final norm's outputs overflow
+	}
+	_, err := IndexFolder(context.Background(), root, m, FolderOptions{Cache: cache})
+	if err == nil || !strings.HasPrefix(err.Error(), "search: embedding pkg00/p.go: ") {
+		t.Errorf("got %v, want an error naming pkg00/p.go", err)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(cache, "*", "*.safetensors")); len(entries) != 0 {
+		t.Errorf("cache entries written from non-finite embeddings: %v", entries)
 	}
 }

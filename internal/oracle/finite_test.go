@@ -1,0 +1,85 @@
+package oracle_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/safetensors"
+)
+
+// TestRunRefusesUnknownTensors: a tensor an op does not read is an error
+// naming it, for every op; attention's variants that the oracle does not
+// implement (sinks, alibi_slopes) are named as such instead of being
+// dropped from a plain attention answer.
+func TestRunRefusesUnknownTensors(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, op := range oracle.Ops {
+		f := safetensors.New()
+		f.SetF64("bogus", []int{1}, []float64{1})
+		_, err := oracle.Run(op, f, "")
+		if err == nil || !strings.Contains(err.Error(), `tensor "bogus": not an input of op `+op) {
+			t.Errorf("op %s with a tensor bogus: %v", op, err)
+		}
+	}
+	for _, name := range []string{"sinks", "alibi_slopes", "q_mask"} {
+		f := refInput(r)
+		f.SetF64(name, []int{4}, []float64{0.5, 0.25, 0.125, 0.0625})
+		_, err := oracle.Run("attention", f, "")
+		if err == nil || !strings.HasPrefix(err.Error(), `tensor "`+name+`": `) {
+			t.Errorf("attention with a tensor %s: %v", name, err)
+		}
+	}
+	if _, err := oracle.Run("attention", refInput(r), ""); err != nil {
+		t.Errorf("a plain attention input: %v", err)
+	}
+}
+
+// TestRunRefusesOverflow: finite inputs whose scores overflow the dtype give
+// an error naming the output tensor, in float32 and in float64, where the
+// answer would hold NaN; a padding row's lse = +Inf is an answer, not an
+// overflow.
+func TestRunRefusesOverflow(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		dtype string
+		big   float64
+	}{{"float32", 1e20}, {"float64", 1e160}} {
+		f := refInput(r)
+		for _, name := range []string{"q", "k"} {
+			x, shape, _ := f.Float64(name)
+			for i := range x {
+				x[i] *= tc.big // q·k ~ big², beyond the dtype
+			}
+			f.SetF64(name, shape, x)
+		}
+		_, err := oracle.Run("attention", f, tc.dtype)
+		if err == nil || !strings.HasPrefix(err.Error(), "oracle: output tensor ") ||
+			!strings.Contains(err.Error(), "the "+tc.dtype+" computation overflowed for finite inputs") {
+			t.Errorf("%s, q and k scaled by %g: %v", tc.dtype, tc.big, err)
+		}
+	}
+	// a finite input beyond float32 is named before any computation
+	f := refInput(r)
+	q, qs, _ := f.Float64("q")
+	q[5] = 1e39
+	f.SetF64("q", qs, q)
+	if _, err := oracle.Run("attention", f, "float32"); err == nil || !strings.Contains(err.Error(), `tensor "q": element 5 is 1e+39, beyond float32`) {
+		t.Errorf("q[5] = 1e39 with -dtype float32: %v", err)
+	}
+	if _, err := oracle.Run("attention", f, "float64"); err != nil {
+		t.Errorf("q[5] = 1e39 in float64: %v", err)
+	}
+	f = refInput(r)
+	f.SetI64("q_valid", []int{2, 3}, []int64{1, 0, 1, 1, 1, 0})
+	out, err := oracle.Run("attention", f, "")
+	if err != nil {
+		t.Fatalf("padding rows: %v", err)
+	}
+	lse, _, _ := out.Float64("lse")
+	if !math.IsInf(lse[1], 1) {
+		t.Errorf("lse of a padding row = %v, want +Inf", lse[1])
+	}
+}
