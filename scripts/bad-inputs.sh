@@ -208,14 +208,14 @@ import json, struct, sys
 def write(path, tensors):
     h, data = {}, b""
     for name, vals in tensors.items():
-        h[name] = {"dtype": "F64", "shape": [1, 1, 1, len(vals)] if name != "sinks" else [1], "data_offsets": [len(data), len(data) + 8 * len(vals)]}
+        h[name] = {"dtype": "F64", "shape": [1, 1, 1, len(vals)] if name != "sink" else [1], "data_offsets": [len(data), len(data) + 8 * len(vals)]}
         data += struct.pack("<%dd" % len(vals), *vals)
     b = json.dumps(h).encode()
     open(path, "wb").write(struct.pack("<Q", len(b)) + b + data)
-write(sys.argv[1], {"q": [1, 2], "k": [3, 4], "v": [5, 6], "sinks": [0.5]})
+write(sys.argv[1], {"q": [1, 2], "k": [3, 4], "v": [5, 6], "sink": [0.5]})
 write(sys.argv[2], {"q": [1e200, 1e200], "k": [1e200, 1e200], "v": [5, 6], "do": [1, 1]})
 PY
-expect 1 'tensor "sinks": the oracle.s attention does not implement sinks' -- ref -op attention -in "$work/sinks.safetensors" -out "$work/sinks-out.safetensors"
+expect 1 'tensor "sink": not an input of op attention' -- ref -op attention -in "$work/sinks.safetensors" -out "$work/sinks-out.safetensors"
 expect 1 'output tensor "[a-z]+" holds (NaN|[+-]Inf) .*overflowed for finite inputs' -- ref -op attention -in "$work/overflow.safetensors" -out "$work/overflow-out.safetensors"
 [ -e "$work/sinks-out.safetensors" ] || [ -e "$work/overflow-out.safetensors" ] && { echo "FAIL a refused ref wrote"; fails=$((fails + 1)); } || echo "ok   a refused ref wrote nothing"
 cp -r "$work/rrun/index" "$work/nan-index"

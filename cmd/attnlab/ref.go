@@ -22,8 +22,8 @@ metadata from a safetensors file, runs the reference forward and backward,
 and writes outputs and gradients to another safetensors file. Computation
 runs in float64 unless -dtype float32, which writes F32 outputs. Bad input
 (a missing or misshapen tensor, a NaN or infinite input, a bad or unknown
-metadata key, a tensor the op does not read, such as attention's sinks or
-alibi_slopes, which the oracle does not implement) gives a one-line error
+metadata key, a tensor the op does not read, such as a misspelt "sink"
+beside attention's sinks and alibi_slopes) gives a one-line error
 naming the tensor or key and exit status 1, and OUT is not written. So does
 an output that overflows to NaN or infinity from finite inputs (the error
 names the output tensor); the only non-finite answer is attention's lse =

@@ -11,9 +11,8 @@ import (
 )
 
 // TestRunRefusesUnknownTensors: a tensor an op does not read is an error
-// naming it, for every op; attention's variants that the oracle does not
-// implement (sinks, alibi_slopes) are named as such instead of being
-// dropped from a plain attention answer.
+// naming it, for every op; attention's variants (sinks, alibi_slopes) are
+// read, never dropped from a plain attention answer.
 func TestRunRefusesUnknownTensors(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, op := range oracle.Ops {
@@ -24,16 +23,37 @@ func TestRunRefusesUnknownTensors(t *testing.T) {
 			t.Errorf("op %s with a tensor bogus: %v", op, err)
 		}
 	}
-	for _, name := range []string{"sinks", "alibi_slopes", "q_mask"} {
+	for _, name := range []string{"sink", "q_mask"} {
 		f := refInput(r)
 		f.SetF64(name, []int{4}, []float64{0.5, 0.25, 0.125, 0.0625})
 		_, err := oracle.Run("attention", f, "")
-		if err == nil || !strings.HasPrefix(err.Error(), `tensor "`+name+`": `) {
+		if err == nil || !strings.HasPrefix(err.Error(), `tensor "`+name+`": not an input of op attention`) {
 			t.Errorf("attention with a tensor %s: %v", name, err)
 		}
 	}
-	if _, err := oracle.Run("attention", refInput(r), ""); err != nil {
-		t.Errorf("a plain attention input: %v", err)
+	plain, err := oracle.Run("attention", refInput(r), "")
+	if err != nil {
+		t.Fatalf("a plain attention input: %v", err)
+	}
+	for _, name := range []string{"sinks", "alibi_slopes"} {
+		f := refInput(r)
+		f.SetF64(name, []int{4}, []float64{0.5, 0.25, 0.125, 0.0625})
+		out, err := oracle.Run("attention", f, "")
+		if err != nil {
+			t.Fatalf("attention with %s: %v", name, err)
+		}
+		if out.Has("dsinks") != (name == "sinks") {
+			t.Errorf("attention with %s: dsinks written: %v", name, out.Has("dsinks"))
+		}
+		o1, _, _ := out.Float64("o")
+		o0, _, _ := plain.Float64("o")
+		if len(o1) == len(o0) && o1[0] == o0[0] {
+			t.Errorf("attention with %s answers as without it", name)
+		}
+		f.SetF64(name, []int{3}, []float64{0.5, 0.25, 0.125})
+		if _, err := oracle.Run("attention", f, ""); err == nil || !strings.Contains(err.Error(), `tensor "`+name+`": shape [3], want [4]`) {
+			t.Errorf("%s of the wrong shape: %v", name, err)
+		}
 	}
 }
 
