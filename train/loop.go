@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -244,7 +243,7 @@ func savedStep(dir string) (int, bool) {
 	if dir == "" {
 		return 0, false
 	}
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	data, err := ReadStateFile(dir)
 	if err != nil {
 		return 0, false
 	}
