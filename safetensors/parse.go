@@ -123,7 +123,7 @@ func readBounded(r io.Reader, size int64) ([]byte, error) {
 	if size < 0 || size-int64(len(data)) >= need {
 		// the data may be there: the memory for it (the decoded tensors
 		// hold as many bytes again) before it is read
-		if err := memlimit.Check(fmt.Sprintf("the tensors of the header (data_offsets up to %d)", need), memlimit.Mul(2, int(need)), "memory"); err != nil {
+		if err := memlimit.Check(fmt.Sprintf("tensor data of %d bytes (the header's data_offsets)", need), memlimit.Mul(2, int(need)), "memory"); err != nil {
 			return nil, err
 		}
 		if size >= 0 {
