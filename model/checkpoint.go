@@ -88,7 +88,7 @@ func writeSynced(path string, data []byte) error {
 // what its files say (the dual encoder's dense.json, the reranker's
 // rerank.json; neither: a language model).
 func ReadKind(dir string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	data, err := readConfigFile(dir)
 	if err != nil {
 		return "", fmt.Errorf("model: %w", err)
 	}
@@ -139,7 +139,7 @@ func LoadLM[T nn.Float](dir string) (*Model[T], *Params[T], error) {
 // refused). Errors name the file and the tensor or field, and the first
 // element that is not finite.
 func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
-	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	data, err := readConfigFile(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: %w", err)
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 
 	"github.com/attnlab/attnlab/internal/memlimit"
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // Config describes a Llama-style decoder with the field names of Hugging
@@ -175,6 +177,16 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		TorchDtype    string   `json:"torch_dtype"`
 		plain
 	}{[]string{"LlamaForCausalLM"}, "llama", "silu", false, false, "float32", plain(c)})
+}
+
+// MaxConfigBytes bounds the size of config.json; Hugging Face's are a few
+// kilobytes.
+const MaxConfigBytes = 1 << 20
+
+// readConfigFile returns the bytes of dir's config.json, refusing one
+// larger than MaxConfigBytes (or a stream that does not end).
+func readConfigFile(dir string) ([]byte, error) {
+	return readlimit.File(filepath.Join(dir, ConfigFile), MaxConfigBytes)
 }
 
 // ParseConfig reads config.json, rejecting what this model cannot be: another

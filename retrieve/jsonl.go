@@ -88,12 +88,33 @@ func ReadJSONL(path string) ([]Pair, error) {
 	return readJSONL(f, path)
 }
 
+// The sizes ReadJSONL reads at most: a line (one pair, its code a whole
+// function) and a file. A longer line, a larger file or a stream that does
+// not end (/dev/zero) is an error naming the file and the limit.
+const (
+	MaxLineBytes  = 16 << 20
+	MaxJSONLBytes = 1 << 30
+)
+
 func readJSONL(r io.Reader, path string) ([]Pair, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	return readJSONLWithin(r, path, MaxLineBytes, MaxJSONLBytes)
+}
+
+// readJSONLWithin is readJSONL reading lines of at most maxLine bytes and
+// at most maxFile bytes in all.
+func readJSONLWithin(r io.Reader, path string, maxLine int, maxFile int64) ([]Pair, error) {
+	lr := &io.LimitedReader{R: r, N: maxFile + 1}
+	br := bufio.NewReaderSize(lr, 1<<20)
 	var pairs []Pair
 	firstLine := map[string]int{}
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, maxLine)
+		if lr.N == 0 {
+			return nil, fmt.Errorf("retrieve: %s: larger than %d bytes", path, maxFile)
+		}
+		if errors.Is(err, errLongLine) {
+			return nil, &FormatError{Path: path, Line: n, Err: fmt.Errorf("line longer than %d bytes", maxLine)}
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("retrieve: reading %s: %w", path, err)
 		}
@@ -110,6 +131,24 @@ func readJSONL(r io.Reader, path string) ([]Pair, error) {
 		}
 		if err != nil { // io.EOF
 			return pairs, nil
+		}
+	}
+}
+
+var errLongLine = errors.New("line too long")
+
+// readLine returns the next line of br, its '\n' included, like
+// br.ReadBytes('\n'), or errLongLine once it holds more than max bytes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max+1 || (len(line)+len(frag) == max+1 && frag[len(frag)-1] != '\n') {
+			return nil, errLongLine
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
 		}
 	}
 }

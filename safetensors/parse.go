@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/attnlab/attnlab/internal/memlimit"
 )
 
 const (
@@ -65,8 +67,23 @@ func (e *fileError) Unwrap() error { return e.err }
 // ReadFile reads and parses the safetensors file at path.
 // Errors name the path and wrap the underlying error, so that
 // errors.As can retrieve a [*FormatError].
+//
+// It reads no more than the header asks for: the 8-byte length, a header
+// of at most MaxHeaderLen bytes, then the data its tensors cover and one
+// byte more (to find trailing bytes). Data that would not fit in memory
+// is refused before it is read, so a stream that does not end (a FIFO,
+// /dev/zero) or a header claiming petabytes is a one-line error.
 func ReadFile(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, &fileError{path, err}
+	}
+	defer r.Close()
+	size := int64(-1)
+	if fi, err := r.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	data, err := readBounded(r, size)
 	if err != nil {
 		return nil, &fileError{path, err}
 	}
@@ -75,6 +92,75 @@ func ReadFile(path string) (*File, error) {
 		return nil, &fileError{path, err}
 	}
 	return f, nil
+}
+
+// readBounded reads a safetensors file from r for Parse, reading only
+// what the header asks for. size is the file's size when r is a regular
+// file, else -1. Where the prefix or the header is malformed it returns
+// the bytes read so far, for Parse to report.
+func readBounded(r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, headerStart)
+	if n, err := io.ReadFull(r, data); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return data[:n], nil
+		}
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint64(data)
+	if n > MaxHeaderLen {
+		return data, nil
+	}
+	header, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
+		return nil, err
+	}
+	data = append(data, header...)
+	need, ok := dataLen(header)
+	if !ok {
+		return data, nil
+	}
+	out := bytes.NewBuffer(data)
+	if size < 0 || size-int64(len(data)) >= need {
+		// the data may be there: the memory for it (the decoded tensors
+		// hold as many bytes again) before it is read
+		if err := memlimit.Check(fmt.Sprintf("tensor data of %d bytes (the header's data_offsets)", need), memlimit.Mul(2, int(need)), "memory"); err != nil {
+			return nil, err
+		}
+		if size >= 0 {
+			out.Grow(int(need) + bytes.MinRead) // one allocation for a regular file
+		}
+	}
+	// else a regular file shorter than the header says: read what it
+	// holds, for Parse to report
+	lim := need
+	if lim < math.MaxInt64 {
+		lim++
+	}
+	if _, err := out.ReadFrom(io.LimitReader(r, lim)); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// dataLen returns the length of the data buffer the tensors of header
+// cover (the largest end of their data_offsets), or false when the header
+// is malformed.
+func dataLen(header []byte) (int64, bool) {
+	if len(header) == 0 || !utf8.Valid(header) || header[0] != '{' {
+		return 0, false
+	}
+	p := &headerParser{header: header, bufLen: math.MaxInt64}
+	p.dec = json.NewDecoder(bytes.NewReader(header))
+	p.dec.UseNumber()
+	entries, _, err := p.parse()
+	if err != nil {
+		return 0, false
+	}
+	var end int64
+	for _, e := range entries {
+		end = max(end, e.end)
+	}
+	return end, true
 }
 
 // An entry is one tensor as described by the header.

@@ -265,6 +265,13 @@ expect 2 'groups 100000000: want at most' -- retriever rerank -data "$work/retr"
 expect 2 '-workers 100000000' -- retriever eval -data "$work/retr/train.jsonl" -workers 100000000
 [ -e "$work/r-big" ] && { echo "FAIL a refused command wrote"; fails=$((fails + 1)); } || echo "ok   nothing written"
 
+# inputs read within a limit: /dev/zero as each kind of file a command reads
+expect 1 'safetensors: /dev/zero: header is empty' -- ref -op attention -in /dev/zero -out "$work/z.safetensors"
+expect 1 'retrieve: /dev/zero:1: line longer than 16777216 bytes' -- retriever eval -data /dev/zero
+expect 1 '/dev/zero: bufio.Scanner: token too long' -- lm-eval -model "$work/run/checkpoint" -files /dev/zero
+mkdir -p "$work/zero" && ln -s /dev/zero "$work/zero/config.json" && cp "$work/huge/model.safetensors" "$work/zero/"
+expect 1 'zero/config.json: larger than 1048576 bytes' -- generate -model "$work/zero" -prompt x
+
 echo "== flag errors are usage errors, checked before the work"
 expect 2 '-op "nosuch"' -- ref -op nosuch -in "$work/in.safetensors" -out "$work/o2.safetensors"
 expect 2 '-dtype "float16"' -- ref -op attention -dtype float16 -in "$work/in.safetensors" -out "$work/o2.safetensors"

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // FileFormat and FileVersion identify the tokenizer file format described
@@ -20,6 +21,11 @@ const (
 	FileFormat  = "attnlab-bpe"
 	FileVersion = 1
 )
+
+// MaxFileBytes bounds the size of a tokenizer file: room for the merges
+// of the largest vocabulary (2^24 ids, a merge of two 8-digit ids about
+// 20 bytes) and its special tokens. ReadJSON reads no more.
+const MaxFileBytes = 512 << 20
 
 // A FormatError reports that a tokenizer file is not valid. Field and
 // Index locate the problem; the message names them too.
@@ -156,8 +162,17 @@ func Load(path string) (*Tokenizer, error) {
 // ReadJSON reads a tokenizer in the tokenizer file format from r and
 // validates all of it. A file that is not valid is reported as a
 // [*FormatError] naming the field, and the element, at fault.
-func ReadJSON(r io.Reader) (*Tokenizer, error) {
-	data, err := io.ReadAll(r)
+//
+// It reads at most MaxFileBytes: a larger file, or a stream that does
+// not end, is a *FormatError.
+func ReadJSON(r io.Reader) (*Tokenizer, error) { return readJSON(r, MaxFileBytes) }
+
+// readJSON is ReadJSON reading at most limit bytes.
+func readJSON(r io.Reader, limit int64) (*Tokenizer, error) {
+	data, err := readlimit.All(r, "file", limit)
+	if tl := (*readlimit.TooLargeError)(nil); errors.As(err, &tl) {
+		return nil, formatErrorf("", -1, "is larger than %d bytes", tl.Limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

@@ -2,7 +2,10 @@ package tokenizer
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -42,8 +45,19 @@ func FuzzRoundTrip(f *testing.F) {
 // FuzzReadJSON checks that ReadJSON never panics and that whatever it
 // accepts writes back to a file that reads the same.
 func FuzzReadJSON(f *testing.F) {
+	// a small tokenizer trained here, not ownTokenizer: training 1000
+	// merges under the fuzzer's coverage instrumentation takes the worker
+	// a minute before its first input
+	docs := ownSource(f)[:2]
+	for i, d := range docs {
+		docs[i] = d[:min(len(d), 4000)]
+	}
+	small, err := Train(docs, NumBytes+40, Options{Specials: []string{EndOfText, "<|pad|>"}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	var b bytes.Buffer
-	if err := ownTokenizer(f).WriteJSON(&b); err != nil {
+	if err := small.WriteJSON(&b); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b.Bytes())
@@ -52,7 +66,20 @@ func FuzzReadJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := ReadJSON(bytes.NewReader(data))
 		if err != nil {
+			if msg := err.Error(); !strings.HasPrefix(msg, "tokenizer: ") || strings.Contains(msg, "\n") {
+				t.Fatalf("error %q is not one line starting with \"tokenizer: \"", msg)
+			}
+			var fe *FormatError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v of a malformed file is not a *FormatError", err)
+			}
+			if fe.Field != "" && !strings.Contains(fe.Msg, fe.Field) && !strings.Contains(fe.Msg, "merge ") && !strings.Contains(fe.Msg, "special token ") {
+				t.Fatalf("error %q does not name its field %q", fe.Error(), fe.Field)
+			}
 			return
+		}
+		if tok.VocabSize() != NumBytes+len(tok.Merges())+len(tok.Specials()) {
+			t.Fatalf("an accepted file gives vocabulary %d, with %d merges and %d special tokens", tok.VocabSize(), len(tok.Merges()), len(tok.Specials()))
 		}
 		var out bytes.Buffer
 		if err := tok.WriteJSON(&out); err != nil {
@@ -66,4 +93,38 @@ func FuzzReadJSON(f *testing.F) {
 			t.Fatal("write and read changed the tokenizer")
 		}
 	})
+}
+
+// zeros is an endless stream of zero bytes, like /dev/zero.
+type zeros struct{ n int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestReadJSONBounded: ReadJSON stops one byte past its limit, so a
+// stream that does not end is an error naming the limit, not a read until
+// memory runs out.
+func TestReadJSONBounded(t *testing.T) {
+	z := &zeros{}
+	_, err := readJSON(z, 1<<20)
+	if err == nil || err.Error() != "tokenizer: file is larger than 1048576 bytes" {
+		t.Errorf("readJSON of an endless stream: %v", err)
+	}
+	if z.n > 1<<20+1 {
+		t.Errorf("read %d bytes of an endless stream, limit %d", z.n, 1<<20)
+	}
+	var b bytes.Buffer
+	if err := ownTokenizer(t).WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(b.Len())
+	if _, err := readJSON(bytes.NewReader(b.Bytes()), n); err != nil {
+		t.Errorf("a file of exactly the limit: %v", err)
+	}
+	if _, err := readJSON(io.MultiReader(&b, strings.NewReader(" ")), n); err == nil {
+		t.Error("a file one byte past the limit was read")
+	}
 }

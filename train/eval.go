@@ -12,6 +12,7 @@ import (
 	"github.com/attnlab/attnlab/corpus"
 	"github.com/attnlab/attnlab/internal/compress"
 	"github.com/attnlab/attnlab/internal/memlimit"
+	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -249,7 +250,7 @@ func (o ScoreOptions) resolve(c model.Config, elem int) (W, stride, B int, err e
 type LMEvalOptions struct {
 	Model string   // checkpoint folder (a language model)
 	Src   string   // a folder: its non-test, non-generated .go files (as the corpus reads them)
-	Files []string // or these files
+	Files []string // or these files, each of at most MaxTextFileBytes
 	ScoreOptions
 	Compressors bool // also measure gzip, zstd and xz on the same bytes
 }
@@ -265,6 +266,10 @@ type LMReport struct {
 	XZPerFileBitsPerByte float64           `json:"xz_per_file_bits_per_byte,omitempty"`
 	Compressors          []compress.Result `json:"compressors,omitempty"`
 }
+
+// MaxTextFileBytes bounds a file lm-eval scores (-files): a larger one, or
+// a stream that does not end (/dev/zero), is refused naming it.
+const MaxTextFileBytes = 256 << 20
 
 // EvaluateLM scores the checkpoint o.Model on o.Src or o.Files. Options
 // that do not suit the model are an *OptionError, returned before any file
@@ -306,7 +311,7 @@ func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 		}
 	}
 	for _, f := range o.Files {
-		text, err := os.ReadFile(f)
+		text, err := readlimit.File(f, MaxTextFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("train: lm-eval: %w", err)
 		}

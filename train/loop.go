@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
 	"github.com/attnlab/attnlab/internal/plots"
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // Record is one step's row of the curves: column name → value. A step
@@ -244,7 +244,7 @@ func savedStep(dir string) (int, bool) {
 	if dir == "" {
 		return 0, false
 	}
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	data, err := ReadStateFile(dir)
 	if err != nil {
 		return 0, false
 	}
@@ -278,10 +278,14 @@ func (l *Loop) writeCurves() error {
 	return atomicfile.WriteFile(l.Curves, []byte(b.String()), 0o644)
 }
 
+// MaxCurvesBytes bounds a curves file ReadCurves reads: a row is about
+// 100 bytes, so room for millions of steps.
+const MaxCurvesBytes = 256 << 20
+
 // ReadCurves reads the records of a curves file up to step (a resumed run
 // keeps its history). A missing file has none.
 func ReadCurves(path string, step int) ([]Record, error) {
-	data, err := os.ReadFile(path)
+	data, err := readlimit.File(path, MaxCurvesBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

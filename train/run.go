@@ -451,7 +451,7 @@ func configDiffs(saved, now model.Config) []string {
 // describeRun says what a run folder's checkpoint holds: "a run at step 40
 // of 40", for the refusal to overwrite it.
 func describeRun(ckpt string) string {
-	data, err := os.ReadFile(filepath.Join(ckpt, StateFile))
+	data, err := ReadStateFile(ckpt)
 	if err != nil {
 		return "it holds files"
 	}

@@ -3,11 +3,11 @@ package train
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 
+	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
@@ -18,6 +18,17 @@ const (
 	OptimizerFile = "optimizer.safetensors"
 	StateFile     = "trainer_state.json"
 )
+
+// MaxStateBytes bounds a state file: it holds a few hundred bytes of
+// steps, cursor and options.
+const MaxStateBytes = 1 << 20
+
+// ReadStateFile returns the bytes of the state file in dir, refusing one
+// larger than MaxStateBytes (or a stream that does not end) with an error
+// naming it.
+func ReadStateFile(dir string) ([]byte, error) {
+	return readlimit.File(filepath.Join(dir, StateFile), MaxStateBytes)
+}
 
 // State is where a run is: enough, with the parameters and the optimiser's
 // moments, to continue it exactly.
@@ -133,7 +144,7 @@ func ReadMoments[T nn.Float](opt *AdamW[T], params []Param[T], path string) erro
 // model.Load). It returns an error naming the file and field when the
 // checkpoint belongs to another run: other options, other data.
 func (t *Trainer[T]) Resume(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	data, err := ReadStateFile(dir)
 	if err != nil {
 		return fmt.Errorf("train: resume: %w", err)
 	}

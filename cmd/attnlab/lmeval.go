@@ -132,7 +132,7 @@ func readFileList(list, root string) ([]string, error) {
 		files = append(files, line)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", list, err) // a line beyond 64 KiB (/dev/zero) too
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s lists no file", list)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/train"
 )
 
 // TestLMEval trains a tiny model, then measures it on a folder and on a
@@ -58,6 +60,14 @@ func TestLMEval(t *testing.T) {
 	// bad input: one line naming the problem
 	missing := filepath.Join(t.TempDir(), "list.txt")
 	os.WriteFile(missing, []byte("a.go\n"), 0o644)
+	// inputs read within a limit: a listed file beyond MaxTextFileBytes
+	// (sparse: no room on disk) and a list that is /dev/zero
+	huge := filepath.Join(t.TempDir(), "huge.go")
+	if f, err := os.Create(huge); err != nil || f.Truncate(train.MaxTextFileBytes+1) != nil || f.Close() != nil {
+		t.Fatal("cannot make a sparse file:", err)
+	}
+	hugeList := filepath.Join(t.TempDir(), "huge.txt")
+	os.WriteFile(hugeList, []byte(huge+"\n"), 0o644)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -67,6 +77,8 @@ func TestLMEval(t *testing.T) {
 		{[]string{"lm-eval", "-model", ckpt}, 2, "-src DIR and -files LIST"},
 		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-files", missing}, 2, "-src DIR and -files LIST"},
 		{[]string{"lm-eval", "-model", ckpt, "-files", missing, "-root", src}, 1, "list.txt:1"},
+		{[]string{"lm-eval", "-model", ckpt, "-files", hugeList}, 1, huge + ": larger than 268435456 bytes"},
+		{[]string{"lm-eval", "-model", ckpt, "-files", "/dev/zero"}, 1, "/dev/zero: bufio.Scanner: token too long"},
 		{[]string{"lm-eval", "-model", filepath.Join(out, "nosuch"), "-src", src}, 1, "nosuch"},
 		{[]string{"lm-eval", "-model", ckpt, "-src", t.TempDir()}, 1, "no usable Go file"},
 		{[]string{"lm-eval", "-model", ckpt, "-src", src, "-window", "100000"}, 2, "max_position_embeddings"},

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/retrieve"
@@ -25,6 +26,10 @@ import (
 const (
 	TokenizerFile = "tokenizer.json"
 	SettingsFile  = "dense.json"
+
+	// MaxSettingsBytes bounds the settings file, which holds a few
+	// hundred bytes: a larger one (or /dev/zero) is refused naming it.
+	MaxSettingsBytes = 1 << 20
 )
 
 // Text preparations: what the tokenizer reads of a query or a piece of code.
@@ -232,7 +237,7 @@ func Load(dir string) (*Model, error) {
 	if tok.VocabSize() > mod.Config.VocabSize {
 		return nil, fmt.Errorf("dense: %s: the tokenizer has %d ids, the model %d", dir, tok.VocabSize(), mod.Config.VocabSize)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	data, err := readlimit.File(filepath.Join(dir, SettingsFile), MaxSettingsBytes)
 	if err != nil {
 		return nil, fmt.Errorf("dense: %w", err)
 	}

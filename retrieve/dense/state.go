@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 
 	"github.com/attnlab/attnlab/train"
@@ -48,7 +47,7 @@ func (t *Trainer) Files() (map[string][]byte, error) {
 // to load (Load). It returns an error naming the file when the checkpoint
 // belongs to another run: other options, other data.
 func (t *Trainer) Resume(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, train.StateFile))
+	data, err := train.ReadStateFile(dir)
 	if err != nil {
 		return fmt.Errorf("dense: resume: %w", err)
 	}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -26,7 +26,11 @@ import (
 const (
 	TokenizerFile = "tokenizer.json"
 	SettingsFile  = "rerank.json"
-	HeadFile      = "score.safetensors"
+
+	// MaxSettingsBytes bounds the settings file, which holds a few
+	// hundred bytes: a larger one (or /dev/zero) is refused naming it.
+	MaxSettingsBytes = 1 << 20
+	HeadFile         = "score.safetensors"
 
 	headTensor = "score.weight"
 	idfTensor  = "lexical.idf"
@@ -447,7 +451,7 @@ func (m *Model) SaveWith(dir string, extra map[string][]byte) error {
 
 // Load reads a checkpoint directory written by Save.
 func Load(dir string) (*Model, error) {
-	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	data, err := readlimit.File(filepath.Join(dir, SettingsFile), MaxSettingsBytes)
 	if err != nil {
 		return nil, fmt.Errorf("rerank: %s is not a reranker checkpoint: %w", dir, err)
 	}

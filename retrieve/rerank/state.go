@@ -3,7 +3,6 @@ package rerank
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/attnlab/attnlab/train"
@@ -57,7 +56,7 @@ func (t *Trainer) Files() (map[string][]byte, error) {
 // the caller's to load (Load). It returns an error naming the file when the
 // checkpoint belongs to another run: other options, other data.
 func (t *Trainer) Resume(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, train.StateFile))
+	data, err := train.ReadStateFile(dir)
 	if err != nil {
 		return fmt.Errorf("rerank: resume: %w", err)
 	}

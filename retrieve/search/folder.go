@@ -227,16 +227,25 @@ func readEntry(path string, D int) ([]retrieve.Pair, []float32, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return entryOf(path, file, D)
+}
+
+// entryOf returns the functions and embeddings of the cache entry file,
+// read from path.
+func entryOf(path string, file *safetensors.File, D int) ([]retrieve.Pair, []float32, error) {
 	var funcs []retrieve.Pair
 	if err := json.Unmarshal([]byte(file.Metadata["functions"]), &funcs); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("search: cache entry %s: metadata functions: %w", path, err)
 	}
 	if len(funcs) == 0 {
 		return funcs, []float32{}, nil
 	}
 	vecs, shape, err := file.Float32("vecs")
-	if err != nil || !slices.Equal(shape, []int{len(funcs), D}) {
-		return nil, nil, fmt.Errorf("search: cache entry %s: vecs %v, want [%d %d] (%v)", path, shape, len(funcs), D, err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("search: cache entry %s: %w", path, err)
+	}
+	if !slices.Equal(shape, []int{len(funcs), D}) {
+		return nil, nil, fmt.Errorf("search: cache entry %s: vecs %v, want [%d %d]", path, shape, len(funcs), D)
 	}
 	if err := (&retrieve.Flat{D: D, Vecs: vecs}).CheckUnit(dense.UnitTol); err != nil {
 		return nil, nil, fmt.Errorf("search: cache entry %s: vecs: %w", path, err)
