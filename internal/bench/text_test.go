@@ -43,7 +43,7 @@ func TestReportWriteText(t *testing.T) {
 			t.Errorf("table line %d:\n%q\nwant\n%q", i, lines[3+i], want)
 		}
 	}
-	if !strings.HasSuffix(b.String(), "\n  read bandwidth ceiling\n") || !strings.Contains(b.String(), "\nratio > 1: attnlab faster") {
+	if !strings.HasSuffix(b.String(), "\n  plain attention's in the same round (1.10 = 10% slower)\n") || !strings.Contains(b.String(), "\nratio > 1: attnlab faster") {
 		t.Errorf("no legend:\n%s", b.String())
 	}
 
