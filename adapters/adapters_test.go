@@ -435,8 +435,32 @@ func TestTorchComposite(t *testing.T) {
 	needTorch(t)
 	a := start(t, pythonAdapter("torch_composite.py"))
 	checkCaps(t, a, conform.Capabilities{DTypes: []string{"float32", "float64"}, Gradients: true, LSE: true, GQA: true,
-		Masks: []string{"causal", "bool", "positions", "validity", "segments", "window"}, KVCache: true, Scale: true})
+		Masks: []string{"causal", "bool", "positions", "validity", "segments", "window"}, KVCache: true, Scale: true,
+		Sinks: true, Softcap: true, Alibi: true})
 
+	// the variants of docs/design.md §3.1 on top of a case's mask
+	variants := func(set func(r *conform.Request)) func(r *conform.Request) {
+		return func(r *conform.Request) {
+			if set != nil {
+				set(r)
+			}
+			r.Softcap, r.Sinks, r.Alibi = 1.5, make([]float64, r.Hq), make([]float64, r.Hq)
+			for h := range r.Hq {
+				r.Sinks[h], r.Alibi[h] = 0.4-0.3*float64(h), 0.5/float64(h+1)
+			}
+		}
+	}
+	padded := func(r *conform.Request) {
+		r.Causal = true
+		// item 0: two pads, then a cache of 1 token and 3 new ones in
+		// two documents; item 1: no padding, one document.
+		r.KValid = []int64{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+		r.KPos = []int64{0, 0, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5}
+		r.KSeg = []int64{0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0}
+		r.QValid = []int64{1, 1, 1, 1, 1, 1, 1, 1}
+		r.QPos = []int64{0, 1, 2, 3, 2, 3, 4, 5}
+		r.QSeg = []int64{0, 0, 1, 1, 0, 0, 0, 0}
+	}
 	for _, dtype := range []string{"float64", "float32"} {
 		for _, c := range []struct {
 			name string
@@ -448,17 +472,12 @@ func TestTorchComposite(t *testing.T) {
 			{"not causal M<N", shape{1, 2, 2, 2, 6, 3, 5}, nil},
 			{"GQA 6:2 causal", shape{2, 6, 2, 3, 5, 4, 4}, func(r *conform.Request) { r.Causal = true }},
 			{"scale and window", shape{1, 2, 1, 4, 6, 4, 2}, func(r *conform.Request) { r.Causal, r.Scale, r.Window = true, 0.3, 3 }},
-			{"left padding, positions, segments", shape{2, 2, 1, 4, 6, 3, 3}, func(r *conform.Request) {
-				r.Causal = true
-				// item 0: two pads, then a cache of 1 token and 3 new ones in
-				// two documents; item 1: no padding, one document.
-				r.KValid = []int64{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
-				r.KPos = []int64{0, 0, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5}
-				r.KSeg = []int64{0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0}
-				r.QValid = []int64{1, 1, 1, 1, 1, 1, 1, 1}
-				r.QPos = []int64{0, 1, 2, 3, 2, 3, 4, 5}
-				r.QSeg = []int64{0, 0, 1, 1, 0, 0, 0, 0}
-			}},
+			{"left padding, positions, segments", shape{2, 2, 1, 4, 6, 3, 3}, padded},
+			{"sinks, softcap, ALiBi: GQA 6:2 causal M<N", shape{2, 6, 2, 3, 5, 4, 4}, variants(func(r *conform.Request) { r.Causal = true })},
+			{"sinks, softcap, ALiBi: left padding, positions, segments", shape{2, 2, 1, 4, 6, 3, 3}, variants(padded)},
+			{"sinks, softcap, ALiBi: window, empty row", shape{1, 2, 1, 3, 4, 3, 2}, variants(func(r *conform.Request) {
+				r.Causal, r.Window, r.QPos = true, 2, []int64{1, 6, 3} // row 1 sees no key: O = 0
+			})},
 			{"padding query rows", shape{2, 2, 2, 3, 5, 4, 4}, func(r *conform.Request) {
 				r.Causal = true
 				r.QValid = []int64{0, 1, 1, 1, 1, 0}
@@ -475,8 +494,11 @@ func TestTorchComposite(t *testing.T) {
 					t.Fatal("no lse or no gradients in the answer")
 				}
 				compare(t, r, got, want)
+				if r.Sinks != nil {
+					closeTo(t, "dsinks", got.DSinks, want.DSinks, 10*tolerance(dtype))
+				}
 				// The same semantics as an explicit boolean mask.
-				if r.QValid == nil {
+				if r.QValid == nil && r.QPos == nil {
 					b := asBool(r)
 					closeTo(t, "o (bool mask)", call(t, a, b).O, want.O, tolerance(dtype))
 				}

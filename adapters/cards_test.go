@@ -21,28 +21,44 @@ type cardCase struct {
 	conformant    bool
 }
 
+// variants is c with the rows of an implementation of sinks, softcap and
+// ALiBi as docs/design.md §3.1 defines them.
+func variants(c conform.Card) conform.Card {
+	c.Sinks, c.Softcap, c.Alibi = conform.Supported, conform.Supported, conform.Supported
+	c.SinksEmptyRow, c.SinksGrad, c.SoftcapOrder, c.AlibiDistance = conform.EmptyZero, conform.SinkGradReturned, conform.SoftcapBeforeMask, conform.AlibiPositions
+	return c
+}
+
+// noVariants is c with the rows of an implementation that declares none of
+// them.
+func noVariants(c conform.Card) conform.Card {
+	c.Sinks, c.Softcap, c.Alibi = conform.NotDeclared, conform.NotDeclared, conform.NotDeclared
+	c.SinksEmptyRow, c.SinksGrad, c.SoftcapOrder, c.AlibiDistance = conform.NA, conform.NA, conform.NA, conform.NA
+	return c
+}
+
 var cardCases = []cardCase{
 	{"torch composite", pythonAdapter("torch_composite.py"), true,
-		conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
-			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, true},
+		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), true},
 	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
-		conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
-			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}, false},
+		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), false},
 	{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
-		conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
-			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	{"torch mha", pythonAdapter("torch_mha.py"), true,
-		conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
-			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	{"ort attention, cache", nodeAdapter("attention"), false,
-		conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
-			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
-		conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
-			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	{"ort gqa", nodeAdapter("gqa"), false,
-		conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
-			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}, false},
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 }
 
 // runCard measures c's card, skipping when its runtime is missing.
@@ -84,6 +100,27 @@ func TestCards(t *testing.T) {
 			if rep.Conformant != c.conformant {
 				t.Errorf("conformant %v, want %v: %v", rep.Conformant, c.conformant, rep.Why)
 			}
+			// the variants' checks ran through the protocol and passed where
+			// declared, and are not covered where not
+			declared := c.want.Sinks == conform.Supported
+			ran := 0
+			for _, ch := range rep.Checks {
+				if !strings.HasPrefix(ch.Name, conform.VariantPrefix) {
+					continue
+				}
+				switch {
+				case declared && ch.Status == conform.Pass:
+					ran++
+				case declared && ch.Name == conform.VariantPrefix+"accumulates" && ch.Undeclared:
+				case declared:
+					t.Errorf("%s: %s %s, want pass", ch.Name, ch.Status, ch.Detail)
+				case ch.Status != conform.Skip || !ch.Undeclared:
+					t.Errorf("%s: %s %s, want not covered (no variant declared)", ch.Name, ch.Status, ch.Detail)
+				}
+			}
+			if declared && ran < 10 {
+				t.Errorf("%d checks of the variants passed through the protocol, want every one", ran)
+			}
 			t.Logf("%s: %d calls in %.2f s; float32 error ratio %v; verdict %s because %v", rep.Implementation, rep.Calls, rep.Seconds, ratio(rep.Card), rep.Verdict, rep.Why)
 		})
 	}
@@ -98,8 +135,8 @@ func TestREADMECards(t *testing.T) {
 	if why := torchMissing() + ortMissing(); why != "" {
 		t.Skip("the table needs every adapter: " + why)
 	}
-	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | checks | verdict |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|"}
+	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | sinks, softcap, ALiBi | checks | verdict |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|"}
 	ref, err := conform.Run(context.Background(), conform.Reference(), "position")
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +211,13 @@ func tableRow(name string, rep *conform.Report) string {
 	if skipped > 0 {
 		checks += fmt.Sprintf(", %d not established", skipped)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, c.CausalMLtN, c.CausalMGtN, c.CausalM1,
-		empty, c.WindowKeys, c.ExtremeLogits, layouts, c.GQA, c.Scale, checks, rep.Verdict)
+	variants := fmt.Sprintf("sinks %s (empty row %s, dσ %s); softcap %s (%s); ALiBi %s (by %s)", c.Sinks, c.SinksEmptyRow, c.SinksGrad,
+		c.Softcap, c.SoftcapOrder, c.Alibi, c.AlibiDistance)
+	if c.Sinks == conform.NotDeclared && c.Softcap == conform.NotDeclared && c.Alibi == conform.NotDeclared {
+		variants = "none declared"
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, c.CausalMLtN, c.CausalMGtN, c.CausalM1,
+		empty, c.WindowKeys, c.ExtremeLogits, layouts, c.GQA, c.Scale, variants, checks, rep.Verdict)
 }
 
 func ratio(c *conform.Card) any {

@@ -43,6 +43,17 @@ type Capabilities struct {
 	// Accumulates: it takes gradients dq, dk, dv in the request and adds
 	// its own into them (the += contract of attnlab's Go kernels).
 	Accumulates bool `json:"accumulates,omitempty"`
+	// Sinks: it takes tensor sinks [Hq], one logit per query head in every
+	// row's softmax denominator with no value row, and answers dsinks with
+	// the gradients (docs/design.md §3.1).
+	Sinks bool `json:"sinks,omitempty"`
+	// Softcap: it takes metadata softcap c and caps each scaled score to
+	// c·tanh(s/c) before the mask.
+	Softcap bool `json:"softcap,omitempty"`
+	// Alibi: it takes tensor alibi_slopes [Hq] and subtracts m_h·|qpos −
+	// kpos| (logical positions) from each score, after softcap and before
+	// the mask.
+	Alibi bool `json:"alibi,omitempty"`
 }
 
 // Mask kinds of Capabilities.Masks.
@@ -105,13 +116,36 @@ type Request struct {
 	// DQ0, DK0, DV0 are gradients to add into (Capabilities.Accumulates);
 	// nil for none.
 	DQ0, DK0, DV0 []float64
+	// Sinks [Hq], Softcap (0: none) and Alibi [Hq] are the variants of
+	// docs/design.md §3.1, each sent only to an implementation that
+	// declares it (Capabilities.Sinks, Softcap, Alibi).
+	Sinks   []float64
+	Softcap float64
+	Alibi   []float64
+}
+
+// undeclared names the first variant r uses that caps does not declare,
+// "" for none.
+func (r *Request) undeclared(caps Capabilities) string {
+	switch {
+	case r.Sinks != nil && !caps.Sinks:
+		return "sinks"
+	case r.Softcap != 0 && !caps.Softcap:
+		return "softcap"
+	case r.Alibi != nil && !caps.Alibi:
+		return "alibi"
+	}
+	return ""
 }
 
 // Response is an adapter's answer. Err is set when the implementation
 // refused the request (an error response): not a failure of the adapter.
 type Response struct {
 	O, LSE, DQ, DK, DV []float64
-	Err                string
+	// DSinks [Hq] is the gradient of the sink logits, when sinks and do
+	// were sent; nil when the implementation did not return it.
+	DSinks []float64
+	Err    string
 }
 
 // Error is a failure of the adapter itself: it crashed, hung, closed its
@@ -372,6 +406,10 @@ func (a *Adapter) runCleanup() {
 
 // Attention sends one request and returns the answer.
 func (a *Adapter) Attention(r *Request) (*Response, error) {
+	if v := r.undeclared(a.Caps); v != "" {
+		// never sent: a request the adapter did not declare it can take
+		return nil, fmt.Errorf("conform: a request with %s to adapter %q, which does not declare it", v, a.Command)
+	}
 	a.requests++
 	name := "attention #" + strconv.Itoa(a.requests)
 	f, err := r.file(a.requests)
@@ -405,7 +443,11 @@ func (a *Adapter) Attention(r *Request) (*Response, error) {
 		{"dq", []int{r.B, r.Hq, r.M, r.D}, &resp.DQ, r.DO != nil && a.Caps.Gradients},
 		{"dk", []int{r.B, r.Hkv, r.N, r.D}, &resp.DK, r.DO != nil && a.Caps.Gradients},
 		{"dv", []int{r.B, r.Hkv, r.N, r.Dv}, &resp.DV, r.DO != nil && a.Caps.Gradients},
+		// dsinks missing is a finding of the card (dσ missing), not a
+		// failure of the protocol; an unasked one is
+		{"dsinks", []int{r.Hq}, &resp.DSinks, false},
 	}
+	asked := func(n string) bool { return n != "dsinks" || r.DO != nil && r.Sinks != nil && a.Caps.Gradients }
 	dtype := safetensors.F64
 	if r.DType == "float32" {
 		dtype = safetensors.F32
@@ -431,7 +473,7 @@ func (a *Adapter) Attention(r *Request) (*Response, error) {
 		*w.dst = x
 	}
 	for n := range reply.Tensors {
-		if !slices.ContainsFunc(want, func(w answer) bool { return w.name == n }) {
+		if !asked(n) || !slices.ContainsFunc(want, func(w answer) bool { return w.name == n }) {
 			return nil, a.fail(name, fmt.Errorf("the answer holds an unknown tensor %q", n))
 		}
 	}
@@ -580,6 +622,9 @@ func (r *Request) file(id int) (*safetensors.File, error) {
 	if r.Convention != "" {
 		f.Metadata["convention"] = r.Convention
 	}
+	if r.Softcap != 0 {
+		f.Metadata["softcap"] = strconv.FormatFloat(r.Softcap, 'g', -1, 64)
+	}
 	put := func(name string, shape []int, x []float64) error {
 		if x == nil {
 			return nil
@@ -610,6 +655,7 @@ func (r *Request) file(id int) (*safetensors.File, error) {
 		{"q", []int{r.B, r.Hq, r.M, r.D}, r.Q}, {"k", []int{r.B, r.Hkv, r.N, r.D}, r.K},
 		{"v", []int{r.B, r.Hkv, r.N, r.Dv}, r.V}, {"do", []int{r.B, r.Hq, r.M, r.Dv}, r.DO},
 		{"dq", []int{r.B, r.Hq, r.M, r.D}, r.DQ0}, {"dk", []int{r.B, r.Hkv, r.N, r.D}, r.DK0}, {"dv", []int{r.B, r.Hkv, r.N, r.Dv}, r.DV0},
+		{"sinks", []int{r.Hq}, r.Sinks}, {"alibi_slopes", []int{r.Hq}, r.Alibi},
 	} {
 		if err := put(t.name, t.shape, t.x); err != nil {
 			return nil, err

@@ -38,6 +38,21 @@ const (
 	WindowWPlus = "W+1" // W keys before the current one, and it
 
 	OK = "ok"
+
+	// The variants of docs/design.md §3.1: declared or not, then how each
+	// behaves.
+	Supported   = "supported"
+	NotDeclared = "not declared"
+
+	SinkGradReturned = "returned" // dsinks answered, and equal to the reference's
+	SinkGradMissing  = "missing"  // no dsinks in the answer
+	SinkGradWrong    = "wrong"    // dsinks answered, and not the reference's
+
+	SoftcapBeforeMask = "before-mask" // a masked key stays masked under softcap
+	SoftcapAfterMask  = "after-mask"  // a masked key is read: −∞ capped to −c
+
+	AlibiPositions = "positions" // the bias from logical positions, qpos − kpos
+	AlibiSlots     = "slots"     // from array slots, i − j: wrong after a cache
 )
 
 // Places of an empty row in Card.EmptyRowAt.
@@ -83,6 +98,25 @@ type Card struct {
 	// output, B=1, H=4, M=N=128, D=64, N(0,1) inputs; null when not
 	// measured.
 	Float32ErrorRatio *float64 `json:"float32_error_ratio"`
+	// Sinks, Softcap and Alibi are "supported" when the implementation
+	// declares the variant (docs/design.md §3.1), else "not declared".
+	Sinks   string `json:"sinks"`
+	Softcap string `json:"softcap"`
+	Alibi   string `json:"alibi"`
+	// SinksEmptyRow is what a valid row with no visible key gets with
+	// sinks: zero (defined: the sink takes all the weight), error, other,
+	// n/a.
+	SinksEmptyRow string `json:"sinks_empty_row"`
+	// SinksGrad is whether dσ comes back and equals the reference's:
+	// returned, missing, wrong, n/a.
+	SinksGrad string `json:"sinks_grad"`
+	// SoftcapOrder is whether softcap is applied before the mask (a masked
+	// key stays masked) or after it (−∞ capped to −c lets it in):
+	// before-mask, after-mask, n/a.
+	SoftcapOrder string `json:"softcap_order"`
+	// AlibiDistance is what ALiBi's distance is measured in, probed on a
+	// chunk after a cache with q = 0: positions, slots, other, n/a.
+	AlibiDistance string `json:"alibi_distance"`
 	// NotMeasured gives, for each field that says n/a (or is null), why.
 	NotMeasured map[string]string `json:"not_measured,omitempty"`
 	Notes       []string          `json:"notes,omitempty"`
@@ -303,6 +337,9 @@ func measureCard(impl Implementation) (*Card, error) {
 		return nil, err
 	}
 	if card.Float32ErrorRatio, err = p.float32Ratio(); err != nil {
+		return nil, err
+	}
+	if err := p.variants(); err != nil {
 		return nil, err
 	}
 	return card, nil
@@ -967,5 +1004,8 @@ func (card *Card) rows() [][2]string {
 		{"window of W sees", card.WindowKeys}, {"extreme logits (−1e4, −1e5; 65…257 keys)", card.ExtremeLogits},
 		{"cache layouts", joined(card.CacheLayouts, []string{"static", "left-padded", "out-of-order"})},
 		{"float32 error / plain float32's", ratio},
+		{"sinks", card.Sinks}, {"  valid row with no visible key", card.SinksEmptyRow}, {"  dσ (dsinks)", card.SinksGrad},
+		{"softcap", card.Softcap}, {"  applied", card.SoftcapOrder},
+		{"ALiBi", card.Alibi}, {"  distance by", card.AlibiDistance},
 	}
 }

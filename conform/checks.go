@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/attnlab/attnlab/attention"
@@ -89,6 +90,10 @@ type wrapped struct {
 	skip       string
 	undeclared bool // the skip is for something the implementation does not declare
 	fatal      error
+	// dsinks is the implementation's dσ of the last call with sinks and
+	// dO, which wrote o (sinkO) from dO (sinkDO): what the checks' SinkGrad
+	// returns for that call.
+	dsinks, sinkO, sinkDO []float64
 }
 
 // float32Precision is the relative rounding of answers given in float32
@@ -105,6 +110,7 @@ func (w *wrapped) checksImpl() checks.Impl {
 	return checks.Impl{
 		Precision: precision,
 		NoGrad:    !w.caps.Gradients,
+		SinkGrad:  w.sinkGrad,
 		Run: func(o, lse, dq, dk, dv, q, k, v, do []float64, c *attention.Config) error {
 			dtype := "float64"
 			if !w.caps.HasDType("float64") {
@@ -148,6 +154,25 @@ func (w *wrapped) checksImpl() checks.Impl {
 	}
 }
 
+// sinkGrad adds the implementation's dσ of the call that wrote o from do
+// into dsinks: the gradient it answered, not one conform computes. It
+// panics (the checks report that as the check's failure) when the
+// implementation answered no dsinks, or when o and do are not those of the
+// last call.
+func (w *wrapped) sinkGrad(dsinks, o, lse, do []float64, c *attention.Config) {
+	if !sameBuffer(o, w.sinkO) || !sameBuffer(do, w.sinkDO) {
+		panic("conform: dσ asked of a call other than the last one with sinks and dO")
+	}
+	if w.dsinks == nil {
+		panic("the implementation answered no dsinks to a request with sinks and do")
+	}
+	for h, g := range w.dsinks {
+		dsinks[h] += g
+	}
+}
+
+func sameBuffer(a, b []float64) bool { return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] }
+
 // skipf records why a request the implementation should answer cannot be
 // asked (a measured convention conform cannot express): not established.
 func (w *wrapped) skipf(format string, args ...any) {
@@ -170,6 +195,7 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 	if w.fatal != nil {
 		return w.fatal
 	}
+	w.dsinks, w.sinkO, w.sinkDO = nil, nil, nil
 	r, reason, undeclared := w.request(c)
 	switch {
 	case reason != "" && undeclared:
@@ -215,6 +241,7 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 		perm = interleave(c.Hq, c.Hkv)
 		r.Q, r.DO = permuteHeads(r.Q, perm, c.B, c.M*c.D), permuteHeads(r.DO, perm, c.B, c.M*c.Dv)
 		r.DQ0 = permuteHeads(r.DQ0, perm, c.B, c.M*c.D)
+		r.Sinks, r.Alibi = permuteHeads(r.Sinks, perm, 1, 1), permuteHeads(r.Alibi, perm, 1, 1)
 	}
 	resp, err := w.impl.Attention(r)
 	if err == nil && resp.Err == "" {
@@ -222,6 +249,7 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 			inv := inverse(perm)
 			resp.O, resp.LSE = permuteHeads(resp.O, inv, c.B, c.M*c.Dv), permuteHeads(resp.LSE, inv, c.B, c.M)
 			resp.DQ = permuteHeads(resp.DQ, inv, c.B, c.M*c.D)
+			resp.DSinks = permuteHeads(resp.DSinks, inv, 1, 1)
 		}
 		if qscale != 1 && resp.DQ != nil {
 			resp.DQ = scaled(resp.DQ, qscale)
@@ -238,6 +266,9 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 		return errors.New(resp.Err) // the implementation raised: an empty row, say
 	}
 	copy(o, resp.O)
+	if r.Sinks != nil && do != nil {
+		w.dsinks, w.sinkO, w.sinkDO = resp.DSinks, o, do
+	}
 	if w.caps.LSE && resp.LSE != nil {
 		copy(lse, resp.LSE)
 	} else {
@@ -270,7 +301,11 @@ func (w *wrapped) call(dtype string, o, lse, dq, dk, dv, q, k, v, do []float64, 
 // because a convention it was measured to have cannot be worked around.
 func (w *wrapped) request(c *attention.Config) (r *Request, reason string, undeclared bool) {
 	caps := w.caps
-	r = &Request{B: c.B, Hq: c.Hq, Hkv: c.Hkv, M: c.M, N: c.N, D: c.D, Dv: c.Dv, Causal: c.Causal, Window: c.Window}
+	r = &Request{B: c.B, Hq: c.Hq, Hkv: c.Hkv, M: c.M, N: c.N, D: c.D, Dv: c.Dv, Causal: c.Causal, Window: c.Window,
+		Sinks: c.Sinks, Softcap: c.Softcap, Alibi: c.Alibi}
+	if v := r.undeclared(caps); v != "" {
+		return nil, "needs " + v, true
+	}
 	if c.Convention != attention.Positions {
 		if !caps.Conventions {
 			return nil, "needs a " + c.Convention.String() + " causal convention, a parameter the implementation does not take", true
@@ -466,27 +501,63 @@ func validity(x []bool) []int64 {
 	return y
 }
 
+// variantNeeds lists, for the checks of the variants' suite, what they use
+// beyond their configurations (which say what variants and masks they
+// need: see wrapped.request) and the needs of the attention checks of the
+// same name.
+var variantNeeds = map[string][]string{
+	"float32":                   {"lse"}, // dσ from the float32 answers' lse
+	"sink-limit":                {"lse"},
+	"sink-weight":               {"lse"},
+	"sink-empty-row":            {"lse"},
+	"softcap-limit":             {"lse"},
+	"softcap-bound":             {"lse"},
+	"alibi-limit":               {"lse"},
+	"alibi-chunked-equals-full": {"lse"},
+}
+
+// VariantPrefix begins the names of the checks of the variants (sinks,
+// softcap, ALiBi) in a report: "variants/sink-limit".
+const VariantPrefix = "variants/"
+
 // runChecks runs the comparison with attnlab's reference, then every check
-// of the attention suite, on impl.
+// of the attention suite, then the comparison on the variants'
+// configurations and every check of the variants' suite, on impl. A
+// variant check whose configurations use a variant the implementation does
+// not declare is skipped as undeclared when it first asks for it.
 func runChecks(ctx context.Context, w *wrapped) ([]CheckResult, error) {
-	ref, err := agreesWithReference(w)
+	ref, err := agreesWithReference(w, "agrees-with-reference", referenceConfigs())
 	if err != nil {
 		return nil, err
 	}
 	out := []CheckResult{ref}
-	for _, c := range checks.Attention().Checks {
+	if out, err = runSuite(ctx, w, out, "", checks.Attention().Checks, nil); err != nil {
+		return out, err
+	}
+	ref, err = agreesWithReference(w, VariantPrefix+"agrees-with-reference", variantConfigs())
+	if err != nil {
+		return out, err
+	}
+	out = append(out, ref)
+	return runSuite(ctx, w, out, VariantPrefix, checks.Variants().Checks, variantNeeds)
+}
+
+// runSuite runs suite's checks on w, each named prefix + its name, and
+// appends the results to out.
+func runSuite(ctx context.Context, w *wrapped, out []CheckResult, prefix string, suite []checks.Check[checks.Impl], more map[string][]string) ([]CheckResult, error) {
+	for _, c := range suite {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		res := CheckResult{Name: c.Name, Kind: string(c.Kind)}
+		res := CheckResult{Name: prefix + c.Name, Kind: string(c.Kind)}
 		if why, ok := notApplicable[c.Name]; ok && !(c.Name == "accumulates" && w.caps.Accumulates) && !(c.Name == "conventions" && w.caps.Conventions) {
 			res.Status, res.Detail, res.Undeclared = Skip, "not applicable: "+why, true
 			out = append(out, res)
 			continue
 		}
 		var missing []string
-		for _, n := range needs[c.Name] {
-			if !w.caps.has(n) {
+		for _, n := range append(slices.Clone(needs[c.Name]), more[c.Name]...) {
+			if !w.caps.has(n) && !slices.Contains(missing, n) {
 				missing = append(missing, n)
 			}
 		}
@@ -512,6 +583,51 @@ func runChecks(ctx context.Context, w *wrapped) ([]CheckResult, error) {
 	return out, nil
 }
 
+// variantSlopes and variantSinks are the ALiBi slopes and sink logits of
+// variantConfigs, repeated over the heads.
+var (
+	variantSlopes = []float64{0.5, 0.25, 0.125, 0.0625}
+	variantSinks  = []float64{0.3, -0.5, 1.2, -1.0}
+)
+
+// withVariants sets c's softcap (0: none) and, when asked, its slopes and
+// sinks.
+func withVariants(c *attention.Config, softcap float64, alibi, sinks bool) *attention.Config {
+	c.Softcap = softcap
+	perHead := func(x []float64) []float64 {
+		y := make([]float64, c.Hq)
+		for h := range y {
+			y[h] = x[h%len(x)]
+		}
+		return y
+	}
+	if alibi {
+		c.Alibi = perHead(variantSlopes)
+	}
+	if sinks {
+		c.Sinks = perHead(variantSinks)
+	}
+	return c
+}
+
+// variantConfigs are the configurations of variants/agrees-with-reference:
+// each variant alone (so that an implementation declaring one is compared
+// on it), then the three together on a chunk after a cache with GQA, and
+// on padding, packing and a window.
+func variantConfigs() []*attention.Config {
+	plain := func() *attention.Config {
+		return &attention.Config{B: 1, Hq: 2, Hkv: 2, M: 6, N: 6, D: 4, Dv: 4, Causal: true}
+	}
+	mixed := referenceConfigs()[4]
+	return []*attention.Config{
+		withVariants(plain(), 1.5, false, false),
+		withVariants(plain(), 0, true, false),
+		withVariants(plain(), 0, false, true),
+		withVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 3, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true),
+		withVariants(mixed, 2, true, true),
+	}
+}
+
 // referenceConfigs are the configurations of agrees-with-reference, from
 // the plainest, which any implementation can be asked, to every mask
 // feature: causal MHA, GQA, a chunk after a cache, 65 keys past a 64-wide
@@ -534,8 +650,8 @@ func referenceConfigs() []*attention.Config {
 // reference on referenceConfigs: what the semantic checks, which compare
 // an implementation with itself, cannot see (a forward 1 % off passes
 // them all).
-func agreesWithReference(w *wrapped) (CheckResult, error) {
-	res := CheckResult{Name: "agrees-with-reference", Kind: "semantic"}
+func agreesWithReference(w *wrapped, name string, configs []*attention.Config) (CheckResult, error) {
+	res := CheckResult{Name: name, Kind: "semantic"}
 	tol := 1e-9
 	dtype := "float64"
 	if !w.caps.HasDType("float64") {
@@ -543,7 +659,7 @@ func agreesWithReference(w *wrapped) (CheckResult, error) {
 	}
 	var ran, skipped []string
 	worst := 0.0
-	for x, c := range referenceConfigs() {
+	for x, c := range configs {
 		rnd := rand.New(rand.NewPCG(uint64(50+x), 0xa9ee))
 		fill := func(size int) []float64 {
 			x := make([]float64, size)
@@ -556,13 +672,17 @@ func agreesWithReference(w *wrapped) (CheckResult, error) {
 		if !w.caps.Gradients {
 			do = nil
 		}
-		type answer struct{ o, lse, dq, dk, dv []float64 }
+		type answer struct{ o, lse, dq, dk, dv, dsinks []float64 }
 		fresh := func() answer {
-			return answer{make([]float64, c.B*c.Hq*c.M*c.Dv), make([]float64, c.B*c.Hq*c.M), make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v))}
+			return answer{make([]float64, c.B*c.Hq*c.M*c.Dv), make([]float64, c.B*c.Hq*c.M), make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v)), nil}
 		}
 		want, got := fresh(), fresh()
 		if err := checks.AttentionReference.Run(want.o, want.lse, want.dq, want.dk, want.dv, q, k, v, do, c); err != nil {
 			return res, fmt.Errorf("conform: reference on %s: %w", describeConfig(c), err)
+		}
+		if c.Sinks != nil && do != nil {
+			want.dsinks = make([]float64, c.Hq)
+			attention.SinkGrad(want.dsinks, want.o, want.lse, do, c)
 		}
 		w.skip, w.undeclared = "", false
 		err := w.call(dtype, got.o, got.lse, got.dq, got.dk, got.dv, q, k, v, do, c)
@@ -579,6 +699,9 @@ func agreesWithReference(w *wrapped) (CheckResult, error) {
 			res.Status, res.Detail = Fail, fmt.Sprintf("configuration %d (%s): refused: %v", x, describeConfig(c), err)
 			return res, nil
 		}
+		if want.dsinks != nil {
+			got.dsinks = w.dsinks // nil when it answered none: off by the whole value
+		}
 		type pair struct {
 			name      string
 			got, want []float64
@@ -589,6 +712,9 @@ func agreesWithReference(w *wrapped) (CheckResult, error) {
 		}
 		if do != nil {
 			pairs = append(pairs, pair{"dq", got.dq, want.dq}, pair{"dk", got.dk, want.dk}, pair{"dv", got.dv, want.dv})
+		}
+		if want.dsinks != nil {
+			pairs = append(pairs, pair{"dsinks", got.dsinks, want.dsinks})
 		}
 		for _, p := range pairs {
 			e := relDiff(p.got, p.want)
@@ -603,7 +729,7 @@ func agreesWithReference(w *wrapped) (CheckResult, error) {
 	switch {
 	case res.Status == Skip:
 		res.Detail = strings.Join(skipped, "; ")
-		if len(skipped) == len(referenceConfigs()) && sameReason(skipped) {
+		if len(skipped) == len(configs) && sameReason(skipped) {
 			_, res.Detail, _ = strings.Cut(skipped[0], "): ")
 			res.Detail = "every configuration: " + res.Detail
 		}
@@ -611,7 +737,7 @@ func agreesWithReference(w *wrapped) (CheckResult, error) {
 		res.Status, res.Undeclared, res.Detail = Skip, true, "none of its configurations can be expressed with what the implementation declares"
 	default:
 		res.Status, res.Detail = Pass, fmt.Sprintf("configurations %s of %d: O%s equal the float64 reference's within %.0e (worst %.1e)",
-			strings.Join(ran, ", "), len(referenceConfigs()), map[bool]string{true: ", lse, dQ, dK, dV", false: ""}[w.caps.Gradients], tol, worst)
+			strings.Join(ran, ", "), len(configs), map[bool]string{true: ", lse, dQ, dK, dV", false: ""}[w.caps.Gradients], tol, worst)
 	}
 	return res, nil
 }
@@ -646,6 +772,15 @@ func describeConfig(c *attention.Config) string {
 	}
 	if c.QSeg != nil {
 		s += ", segments"
+	}
+	if c.Softcap > 0 {
+		s += fmt.Sprintf(", softcap %g", c.Softcap)
+	}
+	if c.Alibi != nil {
+		s += ", ALiBi"
+	}
+	if c.Sinks != nil {
+		s += ", sinks"
 	}
 	return s
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
 	"github.com/attnlab/attnlab/faults"
 	"github.com/attnlab/attnlab/safetensors"
@@ -30,8 +31,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// attentionFaults are the registered faults of attention.
-func attentionFaults() []faults.Fault[checks.Impl] { return faults.Attention() }
+// attentionFaults are the registered faults of attention and of its
+// variants (sinks, softcap, ALiBi).
+func attentionFaults() []faults.Fault[checks.Impl] {
+	return append(faults.Attention(), faults.Variants()...)
+}
+
+// faultSuite is the suite of the lab that runs on a fault, and the prefix
+// of that suite's checks in a Report.
+type faultSuite struct {
+	suite  checks.Suite[checks.Impl]
+	prefix string
+}
+
+// faultSuites maps each fault of attentionFaults to its suite.
+func faultSuites() map[string]faultSuite {
+	m := map[string]faultSuite{}
+	for _, f := range faults.Attention() {
+		m[f.Name] = faultSuite{checks.Attention(), ""}
+	}
+	for _, f := range faults.Variants() {
+		m[f.Name] = faultSuite{checks.Variants(), VariantPrefix}
+	}
+	return m
+}
 
 func serveForTest(what string) int {
 	kind, name, _ := strings.Cut(what, ":")
@@ -39,6 +62,8 @@ func serveForTest(what string) int {
 	switch kind {
 	case "reference":
 		impl = Reference()
+	case "plain": // attnlab's reference declaring no variant
+		impl = &Func{Name: "attnlab reference, no variants", Run64: attention.Reference[float64]().Run, Run32: attention.Reference[float32]().Run}
 	case "fault":
 		i := slices.IndexFunc(attentionFaults(), func(f faults.Fault[checks.Impl]) bool { return f.Name == name })
 		if i < 0 {
@@ -46,7 +71,7 @@ func serveForTest(what string) int {
 			return 1
 		}
 		f := attentionFaults()[i]
-		impl = &Func{Name: "fault " + f.Name, Run64: RunFunc[float64](f.Impl.Run), Run32: RunFunc[float32](f.Impl.F32)}
+		impl = &Func{Name: "fault " + f.Name, Run64: RunFunc[float64](f.Impl.Run), Run32: RunFunc[float32](f.Impl.F32), SinkGrad: f.Impl.SinkGrad}
 	case "misbehave":
 		return misbehave(name)
 	case "exit": // attnlab's reference, then an exit of its own after stdin closes
@@ -173,13 +198,22 @@ func TestReferenceIsConformant(t *testing.T) {
 		}
 		c := rep.Card
 		if c.CausalMLtN != AlignPosition || c.CausalMGtN != AlignPosition || c.EmptyRow != EmptyError || c.PaddingRows != EmptyZero ||
-			c.GQA != GQAContiguous || c.Scale != ScaleInvSqrtD || c.Float32ErrorRatio == nil || *c.Float32ErrorRatio > 2 {
+			c.GQA != GQAContiguous || c.Scale != ScaleInvSqrtD || c.Float32ErrorRatio == nil || *c.Float32ErrorRatio > 2 ||
+			c.Sinks != Supported || c.Softcap != Supported || c.Alibi != Supported || c.SinksEmptyRow != EmptyZero ||
+			c.SinksGrad != SinkGradReturned || c.SoftcapOrder != SoftcapBeforeMask || c.AlibiDistance != AlibiPositions {
 			t.Errorf("%s: card %+v", rep.Implementation, *c)
 		}
+		variants := 0
 		for _, ch := range rep.Checks {
 			if ch.Status != Pass {
 				t.Errorf("%s: %s: %s %s", rep.Implementation, ch.Name, ch.Status, ch.Detail)
 			}
+			if strings.HasPrefix(ch.Name, VariantPrefix) {
+				variants++
+			}
+		}
+		if want := len(checks.Variants().Checks) + 1; variants != want {
+			t.Errorf("%s: %d checks of the variants, want %d", rep.Implementation, variants, want)
 		}
 		if other, _ := Run(context.Background(), impl, AlignTopLeft); other.Conformant {
 			t.Errorf("%s: conformant to top-left as well", rep.Implementation)
@@ -190,21 +224,29 @@ func TestReferenceIsConformant(t *testing.T) {
 	}
 }
 
-// TestFaultsThroughTheProcess: every registered attention fault, served by
-// a separate process, is caught by exactly the checks that catch it in the
-// lab: the protocol hides nothing.
+// TestFaultsThroughTheProcess: every registered attention fault, those of
+// the variants (sinks, softcap, ALiBi) included, served by a separate
+// process that declares the variants, is caught by exactly the checks that
+// catch it in the lab (the protocol hides nothing), and conform's verdict
+// on it is not conformant, for a reason of its suite. The card rows of the
+// variants name what the faults that change them break.
 func TestFaultsThroughTheProcess(t *testing.T) {
+	suites := faultSuites()
 	inLab := map[string][]string{}
-	suites := map[string]checks.Suite[checks.Impl]{}
-	for _, f := range faults.Attention() {
-		suites[f.Name] = checks.Attention()
-	}
 	for _, f := range attentionFaults() {
-		for _, c := range suites[f.Name].Checks {
+		for _, c := range suites[f.Name].suite.Checks {
 			if !c.Run(f.Impl).Pass {
 				inLab[f.Name] = append(inLab[f.Name], c.Name)
 			}
 		}
+	}
+	// the card rows the variants' faults change, and to what
+	cardRows := map[string]func(*Card) string{
+		"dsink-sign":         func(c *Card) string { return want(c.SinksGrad, SinkGradWrong) },
+		"sink-ignored":       func(c *Card) string { return want(c.SinksGrad, SinkGradWrong) }, // dσ = 0
+		"softcap-after-mask": func(c *Card) string { return want(c.SoftcapOrder, SoftcapAfterMask) },
+		"alibi-by-slot":      func(c *Card) string { return want(c.AlibiDistance, AlibiSlots) },
+		"alibi-sign":         func(c *Card) string { return want(c.AlibiDistance, AlignOther) },
 	}
 	for _, f := range attentionFaults() {
 		t.Run(f.Name, func(t *testing.T) {
@@ -213,9 +255,12 @@ func TestFaultsThroughTheProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer proc.Close()
+			if !proc.Caps.Sinks || !proc.Caps.Softcap || !proc.Caps.Alibi {
+				t.Fatalf("the fault's adapter declares %+v, want sinks, softcap and alibi", proc.Caps)
+			}
 			w := &wrapped{impl: proc, caps: proc.Caps}
 			var caught []string
-			for _, c := range suites[f.Name].Checks {
+			for _, c := range suites[f.Name].suite.Checks {
 				w.skip = ""
 				r := c.Run(w.checksImpl())
 				if w.fatal != nil {
@@ -233,6 +278,28 @@ func TestFaultsThroughTheProcess(t *testing.T) {
 			}
 			if !slices.Equal(caught, inLab[f.Name]) {
 				t.Errorf("caught through the process by %v, in the lab by %v", caught, inLab[f.Name])
+			}
+			if suites[f.Name].prefix == "" {
+				return // the attention faults' verdicts: TestVerdictOfKnownImplementations
+			}
+			rep, err := Run(context.Background(), proc, AlignPosition)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != NotConformant {
+				t.Fatalf("verdict %s, want %s", rep.Verdict, NotConformant)
+			}
+			for _, c := range caught {
+				if got := status(rep, VariantPrefix+c); got.Status != Fail {
+					t.Errorf("conform's %s%s: %s %s, want fail", VariantPrefix, c, got.Status, got.Detail)
+				}
+			}
+			if check, ok := cardRows[f.Name]; ok {
+				if msg := check(rep.Card); msg != "" {
+					t.Errorf("card: %s", msg)
+				}
+			} else if c := rep.Card; c.SinksGrad != SinkGradReturned || c.SinksEmptyRow != EmptyZero || c.SoftcapOrder != SoftcapBeforeMask || c.AlibiDistance != AlibiPositions {
+				t.Errorf("card rows %s, %s, %s, %s: a fault of the backward changes none", c.SinksEmptyRow, c.SinksGrad, c.SoftcapOrder, c.AlibiDistance)
 			}
 		})
 	}

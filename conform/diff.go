@@ -70,7 +70,7 @@ func (r *recorder) Attention(q *Request) (*Response, error) {
 // clone copies r with its slices.
 func (r *Request) clone() *Request {
 	c := *r
-	for _, p := range []*[]float64{&c.Q, &c.K, &c.V, &c.DO, &c.DQ0, &c.DK0, &c.DV0} {
+	for _, p := range []*[]float64{&c.Q, &c.K, &c.V, &c.DO, &c.DQ0, &c.DK0, &c.DV0, &c.Sinks, &c.Alibi} {
 		*p = slices.Clone(*p)
 	}
 	for _, p := range []*[]int64{&c.QPos, &c.KPos, &c.QValid, &c.KValid, &c.QSeg, &c.KSeg} {
@@ -83,7 +83,7 @@ func (r *Request) clone() *Request {
 // clone copies r with its slices.
 func (r *Response) clone() *Response {
 	c := *r
-	for _, p := range []*[]float64{&c.O, &c.LSE, &c.DQ, &c.DK, &c.DV} {
+	for _, p := range []*[]float64{&c.O, &c.LSE, &c.DQ, &c.DK, &c.DV, &c.DSinks} {
 		*p = slices.Clone(*p)
 	}
 	return &c
@@ -210,6 +210,7 @@ func declares(c Capabilities, r *Request) bool {
 		r.QValid == nil && r.KValid == nil || c.Has(MaskValidity),
 		r.Window == 0 || c.Has(MaskWindow),
 		!r.Causal || c.Has(MaskCausal) || c.Has(MaskPositions),
+		r.undeclared(c) == "", // sinks, softcap, ALiBi
 	}
 	return !slices.Contains(needs, false)
 }
@@ -234,7 +235,7 @@ func answersDiffer(r *Request, a, b *Response) string {
 	for _, t := range []struct {
 		name string
 		a, b []float64
-	}{{"o", a.O, b.O}, {"lse", a.LSE, b.LSE}, {"dq", a.DQ, b.DQ}, {"dk", a.DK, b.DK}, {"dv", a.DV, b.DV}} {
+	}{{"o", a.O, b.O}, {"lse", a.LSE, b.LSE}, {"dq", a.DQ, b.DQ}, {"dk", a.DK, b.DK}, {"dv", a.DV, b.DV}, {"dsinks", a.DSinks, b.DSinks}} {
 		if t.a == nil || t.b == nil {
 			continue // one side did not compute it
 		}
@@ -305,6 +306,7 @@ func responseFile(r *Request, resp *Response) *safetensors.File {
 	}{
 		{"o", []int{r.B, r.Hq, r.M, r.Dv}, resp.O}, {"lse", []int{r.B, r.Hq, r.M}, resp.LSE},
 		{"dq", []int{r.B, r.Hq, r.M, r.D}, resp.DQ}, {"dk", []int{r.B, r.Hkv, r.N, r.D}, resp.DK}, {"dv", []int{r.B, r.Hkv, r.N, r.Dv}, resp.DV},
+		{"dsinks", []int{r.Hq}, resp.DSinks},
 	} {
 		if t.x != nil {
 			out.SetF64(t.name, t.shape, t.x)

@@ -21,23 +21,28 @@ type Func struct {
 	Run64          RunFunc[float64]
 	Run32          RunFunc[float32] // nil: float64 only
 	NoLSE, NoGrads bool             // declare less than it computes
+	// SinkGrad adds the sinks' gradient into dsinks from the forward's o
+	// and lse (attention.SinkGrad); nil: the Func takes no sinks, softcap
+	// or ALiBi (it declares none of them).
+	SinkGrad func(dsinks, o, lse, do []float64, c *attention.Config)
 }
 
 // Reference is attnlab's reference attention, float64 and float32.
 func Reference() *Func {
-	return &Func{Name: "attnlab reference", Run64: attention.Reference[float64]().Run, Run32: attention.Reference[float32]().Run}
+	return &Func{Name: "attnlab reference", Run64: attention.Reference[float64]().Run, Run32: attention.Reference[float32]().Run,
+		SinkGrad: attention.SinkGrad[float64]}
 }
 
 // Fused is attnlab's fused (FlashAttention-style) kernel.
 func Fused() *Func {
-	return &Func{Name: "attnlab fused", Run64: attention.FlashRun[float64], Run32: attention.FlashRun[float32]}
+	return &Func{Name: "attnlab fused", Run64: attention.FlashRun[float64], Run32: attention.FlashRun[float32], SinkGrad: attention.SinkGrad[float64]}
 }
 
 // Capabilities of a Func.
 func (f *Func) Capabilities() Capabilities {
 	c := Capabilities{Name: f.Name, Version: "attnlab", DTypes: []string{"float64"}, Gradients: !f.NoGrads, LSE: !f.NoLSE, GQA: true,
 		Masks: []string{MaskCausal, MaskPositions, MaskValidity, MaskSegments, MaskWindow}, KVCache: true, Scale: true,
-		Conventions: true, Accumulates: true}
+		Conventions: true, Accumulates: true, Sinks: f.SinkGrad != nil, Softcap: f.SinkGrad != nil, Alibi: f.SinkGrad != nil}
 	if f.Run32 != nil {
 		c.DTypes = append(c.DTypes, "float32")
 	}
@@ -48,6 +53,9 @@ func (f *Func) Capabilities() Capabilities {
 func (f *Func) Attention(r *Request) (*Response, error) {
 	if r.Mask != nil {
 		return nil, errors.New("conform: a Func takes positions, not a boolean mask")
+	}
+	if v := r.undeclared(f.Capabilities()); v != "" {
+		return nil, fmt.Errorf("conform: %s does not declare %s", f.Name, v)
 	}
 	c := r.Config()
 	if r.Convention != "" {
@@ -64,12 +72,12 @@ func (f *Func) Attention(r *Request) (*Response, error) {
 		if f.Run32 == nil {
 			return nil, fmt.Errorf("conform: %s has no float32 path", f.Name)
 		}
-		return run(f.Run32, r, c)
+		return run(f.Run32, f.SinkGrad, r, c)
 	}
-	return run(f.Run64, r, c)
+	return run(f.Run64, f.SinkGrad, r, c)
 }
 
-func run[T attention.Float](fn RunFunc[T], r *Request, c *attention.Config) (*Response, error) {
+func run[T attention.Float](fn RunFunc[T], sinkGrad func(dsinks, o, lse, do []float64, c *attention.Config), r *Request, c *attention.Config) (*Response, error) {
 	conv := func(x []float64) []T {
 		if x == nil {
 			return nil
@@ -107,6 +115,11 @@ func run[T attention.Float](fn RunFunc[T], r *Request, c *attention.Config) (*Re
 		return &Response{Err: err.Error()}, nil // the implementation refused: an empty row, say
 	}
 	resp := &Response{O: back(o), DQ: back(dq), DK: back(dk), DV: back(dv)}
+	if c.Sinks != nil && r.DO != nil {
+		// dσ from the forward's answers, as attention.SinkGrad's contract
+		resp.DSinks = make([]float64, r.Hq)
+		sinkGrad(resp.DSinks, resp.O, back(lse), r.DO, c)
+	}
 	if r.WantLSE {
 		resp.LSE = back(lse)
 	}
@@ -118,7 +131,7 @@ func run[T attention.Float](fn RunFunc[T], r *Request, c *attention.Config) (*Re
 // chunk).
 func (r *Request) Config() *attention.Config {
 	c := &attention.Config{B: r.B, Hq: r.Hq, Hkv: r.Hkv, M: r.M, N: r.N, D: r.D, Dv: r.Dv, Scale: r.Scale,
-		Causal: r.Causal, Window: r.Window}
+		Causal: r.Causal, Window: r.Window, Softcap: r.Softcap, Alibi: r.Alibi, Sinks: r.Sinks}
 	ints := func(x []int64) []int {
 		if x == nil {
 			return nil

@@ -22,7 +22,9 @@ const (
 // Rule is how the verdict is reached, as the report states it.
 const Rule = "conformant when every check within what the implementation declares ran and passed, " +
 	"its measured causal alignments are the contract's, a valid row with no visible key is an error wherever it sits, " +
-	"a window of W sees W keys, extreme logits and the cache layouts give the reference's answers; " +
+	"a window of W sees W keys, extreme logits and the cache layouts give the reference's answers, " +
+	"and each variant it declares behaves as docs/design.md §3.1 says (with sinks an empty row is O = 0 and dσ is returned and right; " +
+	"softcap before the mask; ALiBi by logical positions); " +
 	"not conformant when any of those is measured otherwise; not established when a check it should answer " +
 	"could not be run (a convention conform cannot express), or when no check ran at all. " +
 	"Checks of what it does not declare (gradients, a cache, a mask kind) and card fields that could not be asked " +
@@ -164,6 +166,7 @@ func (rep *Report) judge() {
 			rep.Why = append(rep.Why, fmt.Sprintf("cache layout %s: %s", l, got))
 		}
 	}
+	rep.judgeVariants()
 	ran := 0
 	skipped := map[string][]string{} // why → the checks it kept from running
 	var reasons []string

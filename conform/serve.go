@@ -111,6 +111,7 @@ func answer(f *safetensors.File, impl Implementation) (*safetensors.File, error)
 	put("dq", []int{r.B, r.Hq, r.M, r.D}, resp.DQ)
 	put("dk", []int{r.B, r.Hkv, r.N, r.D}, resp.DK)
 	put("dv", []int{r.B, r.Hkv, r.N, r.Dv}, resp.DV)
+	put("dsinks", []int{r.Hq}, resp.DSinks)
 	return out, nil
 }
 
@@ -139,7 +140,7 @@ func decodeRequest(f *safetensors.File) (*Request, error) {
 	for _, t := range []struct {
 		name string
 		dst  *[]float64
-	}{{"do", &r.DO}, {"dq", &r.DQ0}, {"dk", &r.DK0}, {"dv", &r.DV0}} {
+	}{{"do", &r.DO}, {"dq", &r.DQ0}, {"dk", &r.DK0}, {"dv", &r.DV0}, {"sinks", &r.Sinks}, {"alibi_slopes", &r.Alibi}} {
 		if f.Has(t.name) {
 			if *t.dst, _, err = f.Float64(t.name); err != nil {
 				return nil, err
@@ -150,6 +151,11 @@ func decodeRequest(f *safetensors.File) (*Request, error) {
 	if s, ok := f.Metadata["scale"]; ok {
 		if r.Scale, err = strconv.ParseFloat(s, 64); err != nil {
 			return nil, fmt.Errorf("metadata scale %q: %v", s, err)
+		}
+	}
+	if s, ok := f.Metadata["softcap"]; ok {
+		if r.Softcap, err = strconv.ParseFloat(s, 64); err != nil {
+			return nil, fmt.Errorf("metadata softcap %q: %v", s, err)
 		}
 	}
 	if s, ok := f.Metadata["window"]; ok {

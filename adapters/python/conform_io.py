@@ -159,7 +159,10 @@ class Request:
     Tensors are numpy arrays in the request's layout (q [B,Hq,M,D], k
     [B,Hkv,N,D], v [B,Hkv,N,Dv], do [B,Hq,M,Dv] or None); mask [B,M,N] int64
     (1 = may attend) or None; q_pos, q_valid, q_seg [B,M] and k_pos,
-    k_valid, k_seg [B,N] int64 or None. Metadata: causal (bool), past
+    k_valid, k_seg [B,N] int64 or None; sinks [Hq] and alibi_slopes [Hq]
+    (dtype of q) or None, sent only to an adapter that declares the
+    capability "sinks" or "alibi". Metadata: softcap (float, or None for
+    none; capability "softcap"), causal (bool), past
     (int, N - M), scale (float, or None for the implementation's default),
     window (int, 0 for none), want_lse (bool), request (str), dtype
     ("float32" or "float64", the dtype of q).
@@ -174,7 +177,7 @@ class Request:
         self.q, self.k, self.v = tensors["q"], tensors["k"], tensors["v"]
         self.do = tensors.get("do")
         self.mask = tensors.get("mask")
-        for name in ("q_pos", "k_pos", "q_valid", "k_valid", "q_seg", "k_seg"):
+        for name in ("q_pos", "k_pos", "q_valid", "k_valid", "q_seg", "k_seg", "sinks", "alibi_slopes"):
             setattr(self, name, tensors.get(name))
         self.B, self.Hq, self.M, self.D = self.q.shape
         _, self.Hkv, self.N, _ = self.k.shape
@@ -186,6 +189,7 @@ class Request:
         self.past = int(meta.get("past", self.N - self.M))
         self.scale = float(meta["scale"]) if "scale" in meta else None
         self.window = int(meta.get("window", "0"))
+        self.softcap = float(meta["softcap"]) if "softcap" in meta else None
         self.want_lse = meta.get("want_lse", "false") == "true"
 
     def __repr__(self):

@@ -11,6 +11,17 @@ masked_fill(-inf) where a key is not visible, softmax, P V; autograd for dq,
 dk, dv; lse = logsumexp of the masked scores. It computes in the dtype of the
 request (float32 or float64).
 
+It declares the variants of attnlab's docs/design.md §3.1 and applies them
+in that order, as the eager attention of Gemma 2 and of the open-weight GPT
+models writes them: softcap c (metadata softcap) S = c · tanh(S / c); ALiBi
+slopes m (tensor alibi_slopes [Hq]) S = S - m_h · |q_pos - k_pos|, by the
+logical positions of the mask rule below; then masked_fill(-inf); then the
+sinks σ (tensor sinks [Hq]) as one more column of the scores, softmax over
+the keys and the sink, the sink's column dropped before P V (it has no value
+row). dsinks is autograd's gradient of σ; lse is the logsumexp over the keys
+and the sink. With sinks a valid row that sees no key is defined (O = 0, the
+sink takes all the weight), not an error.
+
 The mask is attnlab's rule (DESIGN §2): key j is visible to query i iff
 
     k_valid[j] && (!causal || k_pos[j] <= q_pos[i]) && k_seg[j] == q_seg[i]
@@ -48,7 +59,8 @@ torch.set_num_threads(1)
 
 
 def visibility(req):
-    """The bool mask [B, M, N] of attnlab's rule, and q_valid [B, M]."""
+    """The bool mask [B, M, N] of attnlab's rule, q_valid [B, M] and the
+    distance q_pos - k_pos [B, M, N]."""
     B, M, N = req.B, req.M, req.N
     t = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
     q_pos = t(req.q_pos) if req.q_pos is not None else (N - M + torch.arange(M)).expand(B, M)
@@ -67,7 +79,7 @@ def visibility(req):
         vis = vis & (dist < req.window)
     if req.mask is not None:
         vis = vis & (t(req.mask) != 0)
-    return vis, q_valid
+    return vis, q_valid, dist
 
 
 class Composite:
@@ -88,6 +100,9 @@ class Composite:
             "masks": ["causal", "bool", "positions", "validity", "segments", "window"],
             "kv_cache": True,
             "scale": True,
+            "sinks": True,
+            "softcap": True,
+            "alibi": True,
         }
 
     def attention(self, req):
@@ -99,9 +114,10 @@ class Composite:
         v = torch.from_numpy(req.v).requires_grad_(True)
         scale = req.scale if req.scale is not None else 1.0 / math.sqrt(req.D)
 
-        vis, q_valid = visibility(req)
+        vis, q_valid, dist = visibility(req)
         empty = q_valid & ~vis.any(dim=-1)
-        if not self.plain and empty.any():
+        sinks = None if req.sinks is None else torch.from_numpy(req.sinks).requires_grad_(True)
+        if not self.plain and sinks is None and empty.any():
             b, i = (int(x) for x in empty.nonzero()[0])
             raise ValueError("batch %d, query row %d sees no key" % (b, i))
         # A padding row attends to every key (finite scores), then is zeroed.
@@ -112,8 +128,18 @@ class Composite:
         k_rep = k.repeat_interleave(group, dim=1)  # query head h reads KV head h // group
         v_rep = v.repeat_interleave(group, dim=1)
         s = torch.matmul(q, k_rep.transpose(-1, -2)) * scale
+        if req.softcap is not None and req.softcap > 0:
+            s = req.softcap * torch.tanh(s / req.softcap)
+        if req.alibi_slopes is not None:
+            slopes = torch.from_numpy(req.alibi_slopes).view(1, Hq, 1, 1)
+            s = s - slopes * dist.abs().to(s.dtype).view(B, 1, M, N)
         s = s.masked_fill(~allowed, float("-inf"))
+        if sinks is not None:
+            # the sink as one more column, then dropped: it has no value row
+            s = torch.cat([s, sinks.view(1, Hq, 1, 1).expand(B, Hq, M, 1)], dim=-1)
         p = torch.softmax(s, dim=-1)
+        if sinks is not None:
+            p = p[..., :N]
         o = torch.matmul(p, v_rep)
         o = torch.where(pad, torch.zeros((), dtype=o.dtype), o)
 
@@ -125,6 +151,8 @@ class Composite:
         if req.do is not None:
             o.backward(torch.from_numpy(req.do))
             out["dq"], out["dk"], out["dv"] = q.grad, k.grad, v.grad
+            if sinks is not None:
+                out["dsinks"] = sinks.grad
         return out
 
 

@@ -27,7 +27,8 @@ func serveTestAdapter(what string) int {
 			return 1
 		}
 		f := all[i]
-		impl = &conform.Func{Name: "fault " + f.Name, Run64: conform.RunFunc[float64](f.Impl.Run), Run32: conform.RunFunc[float32](f.Impl.F32)}
+		impl = &conform.Func{Name: "fault " + f.Name, Run64: conform.RunFunc[float64](f.Impl.Run), Run32: conform.RunFunc[float32](f.Impl.F32),
+			SinkGrad: f.Impl.SinkGrad}
 	}
 	if err := conform.Serve(os.Stdin, os.Stdout, impl); err != nil {
 		fmt.Fprintln(os.Stderr, err)

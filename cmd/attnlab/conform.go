@@ -27,18 +27,25 @@ other); what a valid query row that sees no key gets (error, zero, nan,
 uniform, other) and whether the backward there is the derivative of that
 forward; what padding rows get; the GQA head mapping (contiguous,
 interleaved, unsupported); the default scale; and the float32 error against
-attnlab's float64 reference over that of a plain float32 implementation.
+attnlab's float64 reference over that of a plain float32 implementation;
+and for sinks, softcap and ALiBi (docs/design.md §3.1) whether each is
+supported or not declared, then: with sinks, what a valid row with no
+visible key gets (zero, as defined; error; other) and whether dσ comes back
+right (returned, missing, wrong); whether softcap comes before the mask (a
+masked key stays masked: before-mask, after-mask); and whether ALiBi's
+distance is by positions or slots (a chunk after a cache with q = 0).
 Then it runs every check of the attention suite that the implementation's
-declared capabilities allow, under the conventions the card measured (an
-interleaved head mapping, a default scale of 1/D), and compares its answers
-with attnlab's float64 reference.
+declared capabilities allow, then those of the variants (variants/…) where
+it declares the variants they use, under the conventions the card measured
+(an interleaved head mapping, a default scale of 1/D), and compares its
+answers with attnlab's float64 reference.
 
 The verdict: conformant when every check within what the implementation
 declares ran and passed, its causal alignments (M < N, M > N, M = 1) are
 the -contract's, a valid row with no visible key is an error wherever it
 sits (DESIGN §2: never NaN, never a silent zero row), a window of W sees W
-keys, and extreme logits and the cache layouts give the reference's
-answers; not conformant when any is measured otherwise; NOT ESTABLISHED
+keys, extreme logits and the cache layouts give the reference's answers,
+and each declared variant gives the card rows §3.1 defines; not conformant when any is measured otherwise; NOT ESTABLISHED
 when a check it should answer could not be run, or none ran. What it does
 not declare is listed as not covered: a skipped check never counts as a
 pass.
