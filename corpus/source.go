@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // A Source is a folder of Go import paths.
@@ -159,7 +161,16 @@ func Walk(ctx context.Context, srcs []Source, opt Options, fn func(Document) err
 				st.Large++
 				return nil
 			}
-			text, err := os.ReadFile(path)
+			limit := int64(readlimit.SourceFileBytes)
+			if maxBytes > 0 {
+				limit = min(limit, maxBytes)
+			}
+			text, err := readlimit.File(path, limit) // a link to /dev/zero stops here
+			var tooLarge *readlimit.TooLargeError
+			if errors.As(err, &tooLarge) {
+				st.Large++
+				return nil
+			}
 			if err != nil {
 				return err
 			}

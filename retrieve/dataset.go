@@ -19,6 +19,8 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // A Pair is one example of the code search task: a natural-language query
@@ -342,7 +344,7 @@ func parseAll(ctx context.Context, root string, files []string, progress func(do
 }
 
 func parseFile(root, rel string) parsedFile {
-	src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	src, err := readlimit.File(filepath.Join(root, filepath.FromSlash(rel)), readlimit.SourceFileBytes)
 	if err != nil {
 		return parsedFile{rel: rel, err: fmt.Errorf("retrieve: %w", err)}
 	}

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
+
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // Document is one source file of a corpus.
@@ -46,7 +47,7 @@ func GoSource(root string) ([]Document, error) {
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 			return nil
 		}
-		text, err := os.ReadFile(path)
+		text, err := readlimit.File(path, readlimit.SourceFileBytes)
 		if err != nil {
 			return err
 		}

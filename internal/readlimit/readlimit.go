@@ -51,6 +51,11 @@ func File(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
+// SourceFileBytes bounds a source file read while walking a folder (a
+// corpus, a folder to index): far above any hand-written Go file, it stops
+// a link to /dev/zero or a device from being read without end.
+const SourceFileBytes = 64 << 20
+
 // All reads r to its end, which must come within limit bytes; beyond it
 // the error is a *TooLargeError naming name. It panics if limit is
 // negative.

@@ -18,6 +18,8 @@ import (
 	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 	"github.com/attnlab/attnlab/safetensors"
+
+	"github.com/attnlab/attnlab/internal/readlimit"
 )
 
 // Folder is the search index of a folder of Go code: every function and
@@ -104,7 +106,7 @@ func IndexFolder(ctx context.Context, root string, m *dense.Model, o FolderOptio
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+		src, err := readlimit.File(filepath.Join(root, filepath.FromSlash(rel)), readlimit.SourceFileBytes)
 		if err != nil {
 			f.Stats.Unreadable++
 			continue
