@@ -620,18 +620,23 @@ func logitsTile[T Float](c *Config, s, capped []T, b, h, i0, nr, j0, nc int) {
 		return
 	}
 	slope := T(c.Alibi[h])
-	var kp []int // the keys' logical positions; nil: j
-	if c.KPos != nil {
-		kp = c.KPos[b*c.N+j0 : b*c.N+j0+nc]
+	// the keys' logical positions, read once per tile; distances in
+	// integers, exact at any position
+	var buf [4 * flashBc]int
+	var kp []int
+	if nc <= len(buf) {
+		kp = buf[:nc]
+	} else {
+		kp = make([]int, nc)
+	}
+	for x := range kp {
+		kp[x] = c.KeyPos(b, j0+x)
 	}
 	for r := range nr {
 		qp := c.QueryPos(b, i0+r)
 		sr := s[r*nc : r*nc+nc]
-		for x := range sr {
-			k := j0 + x
-			if kp != nil {
-				k = kp[x]
-			}
+		sr = sr[:len(kp)]
+		for x, k := range kp {
 			d := qp - k
 			if d < 0 {
 				d = -d
