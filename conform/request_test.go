@@ -69,7 +69,12 @@ func TestRequestTranslation(t *testing.T) {
 				t.Errorf("the window in the boolean mask: %+v", r)
 			}
 		}},
-		{"every kind", all, func() *attention.Config { c := segmented(); c.QValid = []bool{true, true, false}; c.Window = 2; return c }(), "", func(t *testing.T, r *Request) {
+		{"every kind", all, func() *attention.Config {
+			c := segmented()
+			c.QValid = []bool{true, true, false}
+			c.Window = 2
+			return c
+		}(), "", func(t *testing.T, r *Request) {
 			if r.Mask != nil || !slices.Equal(r.QSeg, []int64{0, 1, 1}) || !slices.Equal(r.QValid, []int64{1, 1, 0}) || r.Window != 2 {
 				t.Errorf("the tensors as they are: %+v", r)
 			}
