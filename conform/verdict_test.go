@@ -175,7 +175,7 @@ func TestCapabilityRefusedIsAnAdapterFailure(t *testing.T) {
 // broken backward it declares, is never conformant.
 func TestNeverConformantUnchecked(t *testing.T) {
 	n := 60
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 12
 	}
 	r := rand.New(rand.NewPCG(7, 7))
