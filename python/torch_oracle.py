@@ -327,39 +327,44 @@ def op_attention(tensors, meta):
     vis = visibility(B, M, N, causal, window, convention, q_pos, k_pos, q_valid, k_valid, q_seg, k_seg)
     live = vis.any(dim=-1)  # [B, M]: rows that see at least one key
     empty = q_valid & ~live
-    if sinks is not None:
-        return attention_variants(q, k, v, do, vis, q_pos, k_pos, scale, softcap, slopes, sinks, convention)
-    if empty.any():
+    if empty.any() and sinks is None:  # with sinks an empty row is defined: O = 0, lse = the sink
         b, i = (int(x) for x in empty.nonzero()[0])
         pos = int(q_pos[b, i]) if q_pos is not None else N - M + i
         raise OracleError("batch %d, query row %d (position %d) sees no key: every key is masked" % (b, i, pos))
 
-    q.requires_grad_(True)
-    k.requires_grad_(True)
-    v.requires_grad_(True)
+    inputs = (q, k, v) if sinks is None else (q, k, v, sinks)
+    for x in inputs:
+        x.requires_grad_(True)
     group = Hq // Hkv
     k_rep = k.repeat_interleave(group, dim=1)  # query head h reads KV head h // group
     v_rep = v.repeat_interleave(group, dim=1)
     s = torch.matmul(q, k_rep.transpose(-1, -2)) * scale  # [B, Hq, M, N]
     s = logits(s, softcap, slopes, q_pos, k_pos)
-    vis4 = vis.unsqueeze(1)  # [B, 1, M, N]
-    live4 = live.view(B, 1, M, 1)
-    s = s.masked_fill(~vis4, float("-inf"))
-    # A row with no visible key (a padding query) would be all -inf: softmax
-    # gives NaN there. Replace its scores by zeros before the softmax and its
-    # probabilities by zeros after it, so it yields O = 0 and no gradient.
-    s_safe = torch.where(live4, s, torch.zeros((), dtype=s.dtype))
-    p = torch.where(live4, torch.softmax(s_safe, dim=-1), torch.zeros((), dtype=s.dtype))
+    s = s.masked_fill(~vis.unsqueeze(1), float("-inf"))
+    if sinks is not None:
+        # the sink is a score column with no value row: a row is never all
+        # -inf, and the sinks' gradient comes from autograd like any other
+        full = torch.cat([s, sinks.view(1, Hq, 1, 1).expand(B, Hq, M, 1)], dim=-1)  # [B, Hq, M, N+1]
+        p = torch.softmax(full, dim=-1)[..., :N]
+        with torch.no_grad():
+            lse = torch.logsumexp(full, dim=-1)
+    else:
+        # A row with no visible key (a padding query) would be all -inf:
+        # softmax gives NaN there. Replace its scores by zeros before the
+        # softmax and its probabilities by zeros after it, so it yields O = 0
+        # and no gradient.
+        live4 = live.view(B, 1, M, 1)
+        s_safe = torch.where(live4, s, torch.zeros((), dtype=s.dtype))
+        p = torch.where(live4, torch.softmax(s_safe, dim=-1), torch.zeros((), dtype=s.dtype))
+        with torch.no_grad():
+            lse = torch.where(live4.squeeze(-1), torch.logsumexp(s_safe, dim=-1), torch.tensor(float("inf"), dtype=s.dtype))
     o = torch.matmul(p, v_rep)  # [B, Hq, M, Dv]
-    with torch.no_grad():
-        lse = torch.where(live4.squeeze(-1), torch.logsumexp(s_safe, dim=-1), torch.tensor(float("inf"), dtype=s.dtype))
 
     out = {"o": o.detach().numpy(), "lse": lse.numpy()}
     if do is not None:
         (o * do).sum().backward()
-        out["dq"] = q.grad.numpy()
-        out["dk"] = k.grad.numpy()
-        out["dv"] = v.grad.numpy()
+        for name, x in zip(("dq", "dk", "dv", "dsinks"), inputs):
+            out[name] = x.grad.numpy()
     for name, a in out.items():
         if np.isnan(a).any():
             raise OracleError("tensor %s: NaN in the result" % json.dumps(name))
@@ -387,41 +392,6 @@ def logits(s, softcap, slopes, q_pos, k_pos):
         dist = (qp.view(B, 1, M, 1) - kp.view(B, 1, 1, N)).abs().to(s.dtype)
         s = s - slopes.view(1, Hq, 1, 1) * dist
     return s
-
-
-def attention_variants(q, k, v, do, vis, q_pos, k_pos, scale, softcap, slopes, sinks, convention):
-    """Attention with sinks: the sink is a score column with no value row.
-
-    A row with no visible key is defined (O = 0, lse = the sink); the sinks'
-    gradient comes from autograd like every other.
-    """
-    B, Hq, M, D = q.shape
-    Hkv, N = k.shape[1], k.shape[2]
-    for x in (q, k, v, sinks):
-        x.requires_grad_(True)
-    group = Hq // Hkv
-    k_rep = k.repeat_interleave(group, dim=1)
-    v_rep = v.repeat_interleave(group, dim=1)
-    s = torch.matmul(q, k_rep.transpose(-1, -2)) * scale
-    s = logits(s, softcap, slopes, q_pos, k_pos)
-    s = s.masked_fill(~vis.unsqueeze(1), float("-inf"))
-    col = sinks.view(1, Hq, 1, 1).expand(B, Hq, M, 1)
-    full = torch.cat([s, col], dim=-1)  # [B, Hq, M, N+1]: never all -inf
-    p = torch.softmax(full, dim=-1)[..., :N]
-    o = torch.matmul(p, v_rep)
-    with torch.no_grad():
-        lse = torch.logsumexp(full, dim=-1)
-    out = {"o": o.detach().numpy(), "lse": lse.numpy()}
-    if do is not None:
-        (o * do).sum().backward()
-        out["dq"] = q.grad.numpy()
-        out["dk"] = k.grad.numpy()
-        out["dv"] = v.grad.numpy()
-        out["dsinks"] = sinks.grad.numpy()
-    for name, a in out.items():
-        if np.isnan(a).any():
-            raise OracleError("tensor %s: NaN in the result" % json.dumps(name))
-    return out, {"op": "attention", "dtype": "float64", "convention": convention}
 
 
 # ---------------------------------------------------------------- shared by the new ops
