@@ -17,9 +17,10 @@ var (
 	variantSinks  = []float64{0.3, -0.5, 1.2, -1.0}
 )
 
-// withVariants returns c with softcap cap (0: none), the ALiBi slopes and
-// the sinks of the checks (each only when asked), for c's Hq heads.
-func withVariants(c *attention.Config, softcap float64, alibi, sinks bool) *attention.Config {
+// WithVariants returns c with softcap (0: none) and, when asked, the
+// checks' ALiBi slopes (1/2, 1/4, 1/8, 1/16, repeated) and sink logits for
+// c's Hq heads: the variant configurations of the checks, and of conform's.
+func WithVariants(c *attention.Config, softcap float64, alibi, sinks bool) *attention.Config {
 	c.Softcap = softcap
 	if alibi {
 		c.Alibi = heads(variantSlopes, c.Hq)
@@ -42,23 +43,23 @@ func heads(vals []float64, n int) []float64 {
 // variantChunk is a chunk of 3 queries after 4 cached keys, grouped-query
 // heads, with the three variants together.
 func variantChunk() *attention.Config {
-	return withVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 3, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true)
+	return WithVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 3, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true)
 }
 
 // variantMixed is mixed (padding, packing, a window, GQA) with the three.
-func variantMixed() *attention.Config { return withVariants(mixed(), 2, true, true) }
+func variantMixed() *attention.Config { return WithVariants(mixed(), 2, true, true) }
 
 // variantEmpty has a valid query row that sees no key (row 1: position 6,
 // a window of 2 and keys up to position 3), defined with sinks as O = 0.
 func variantEmpty() *attention.Config {
-	return withVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 3, N: 4, D: 3, Dv: 2, Causal: true, Window: 2,
+	return WithVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 3, N: 4, D: 3, Dv: 2, Causal: true, Window: 2,
 		QPos: []int{1, 6, 3}}, 1.5, true, true)
 }
 
 // variantEmptyRow is variantEmpty's row without a visible key.
 const variantEmptyRow = 1
 
-func variantLarge() *attention.Config { return withVariants(large(), 3, true, true) }
+func variantLarge() *attention.Config { return WithVariants(large(), 3, true, true) }
 
 // variantCase differentiates O with respect to q, k, v and the sinks: the
 // backward is run's, then sinkGrad's.
@@ -178,7 +179,7 @@ func Variants() Suite[Impl] {
 				Limit: "the limit; the cap's derivative is finite differences'",
 				Long: Long{
 					Tests:  "with c = 10⁶, c · tanh(s/c) differs from s by about s³/3c²; O, lse, dQ, dK, dV equal those without softcap within 1e-9",
-					Shapes: describe(withVariants(mixed(), 1e6, false, false)),
+					Shapes: describe(WithVariants(mixed(), 1e6, false, false)),
 					Proves: "softcap is c · tanh(s / c) of the scaled score, not of something else",
 					Cannot: "what happens near the cap",
 				}},
@@ -187,7 +188,7 @@ func Variants() Suite[Impl] {
 				Limit: "the forward",
 				Long: Long{
 					Tests:  "queries scaled by 50 make raw scores of ±100s; with c = 2 no logit may leave [−c, c], so lse ∈ [log n − c, log n + c] where n is the row's count of visible keys",
-					Shapes: describe(withVariants(mixed(), 2, false, false)),
+					Shapes: describe(WithVariants(mixed(), 2, false, false)),
 					Proves: "the cap is applied to every visible score, and masked keys stay out of n",
 					Cannot: "the gradients",
 				}},
@@ -196,7 +197,7 @@ func Variants() Suite[Impl] {
 				Limit: "probes the forward's dependence",
 				Long: Long{
 					Tests:  "the visibility probe (perturb value row j, watch output row i) with softcap 1: a masked key must stay masked",
-					Shapes: describe(withVariants(mixed(), 1, false, false)),
+					Shapes: describe(WithVariants(mixed(), 1, false, false)),
 					Proves: "softcap comes before the mask: a mask written as −∞ and then capped to −c would let every hidden key in, consistently in both passes",
 					Cannot: "the values where it looks",
 				}},
@@ -205,7 +206,7 @@ func Variants() Suite[Impl] {
 				Limit: "the limit",
 				Long: Long{
 					Tests:  "with every slope 0 the outputs and gradients are bit-identical (==) to those without ALiBi",
-					Shapes: describe(withVariants(mixed(), 0, true, false)),
+					Shapes: describe(WithVariants(mixed(), 0, true, false)),
 					Proves: "the bias is slope · distance and nothing else",
 					Cannot: "the distance",
 				}},
@@ -214,7 +215,7 @@ func Variants() Suite[Impl] {
 				Limit: "q = 0: the bias alone",
 				Long: Long{
 					Tests:  fmt.Sprintf("with q = 0, O equals the average of the visible values weighted by e^(−m_h · |qpos − kpos|), computed here from the positions, within %g", identical),
-					Shapes: describe(withVariants(mixed(), 0, true, false)),
+					Shapes: describe(WithVariants(mixed(), 0, true, false)),
 					Proves: "the bias has the right sign (near keys weigh more), slope per query head and logical positions (padding and packing shift slots, not positions)",
 					Cannot: "the bias with q ≠ 0; the combination with softcap (finite differences and chunking cover it)",
 				}},
@@ -223,7 +224,7 @@ func Variants() Suite[Impl] {
 				Limit: "one chunking",
 				Long: Long{
 					Tests:  fmt.Sprintf("run 7 tokens in one causal pass, then the last 3 as a chunk against the 4 cached keys; the chunk's O and lse equal the full pass's last rows within %g", identical),
-					Shapes: describe(withVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 7, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true)),
+					Shapes: describe(WithVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 7, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true)),
 					Proves: "the bias depends on logical positions: a bias from array slots (query i of a chunk at slot i) differs after a cache",
 					Cannot: "other chunkings",
 				}},
@@ -238,10 +239,10 @@ func Variants() Suite[Impl] {
 				}},
 		),
 		At: func(impl Impl, s Sizes, seed uint64) Case[float64] {
-			return variantCase(impl.Run, impl.SinkGrad, withVariants(attentionSized(s), 3, true, true), seed)
+			return variantCase(impl.Run, impl.SinkGrad, WithVariants(attentionSized(s), 3, true, true), seed)
 		},
 		At32: func(impl Impl, s Sizes, seed uint64) Case[float32] {
-			return variantCase(impl.F32, attention.SinkGrad[float32], withVariants(attentionSized(s), 3, true, true), seed)
+			return variantCase(impl.F32, attention.SinkGrad[float32], WithVariants(attentionSized(s), 3, true, true), seed)
 		},
 		Reads: "q [B,Hq,M,D], k [B,Hkv,N,D], v [B,Hkv,N,Dv], sinks [Hq]; with Causal the M queries follow a cache of N − M keys; Window; softcap 3 and ALiBi slopes 1/2, 1/4, 1/8, 1/16, …",
 	}
@@ -258,9 +259,9 @@ func FlashVariants() Suite[Impl] {
 
 func variantAgreeConfigs() []*attention.Config {
 	return []*attention.Config{variantChunk(), variantMixed(), variantEmpty(), variantLarge(),
-		withVariants(&attention.Config{B: 1, Hq: 4, Hkv: 1, M: 1, N: 130, D: 8, Dv: 8, Causal: true, Window: 70}, 5, true, true),
-		withVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 70, N: 131, D: 4, Dv: 4, Causal: true}, 0, true, true),
-		withVariants(&attention.Config{B: 2, Hq: 2, Hkv: 2, M: 65, N: 65, D: 5, Dv: 3}, 1, false, false)}
+		WithVariants(&attention.Config{B: 1, Hq: 4, Hkv: 1, M: 1, N: 130, D: 8, Dv: 8, Causal: true, Window: 70}, 5, true, true),
+		WithVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 70, N: 131, D: 4, Dv: 4, Causal: true}, 0, true, true),
+		WithVariants(&attention.Config{B: 2, Hq: 2, Hkv: 2, M: 65, N: 65, D: 5, Dv: 3}, 1, false, false)}
 }
 
 var variantsAgree = Check[Impl]{Name: "agrees-with-reference", Kind: Semantic,
@@ -441,7 +442,7 @@ func sinkEmptyRow(impl Impl) Result {
 }
 
 func softcapLimit(impl Impl) Result {
-	c := withVariants(mixed(), 1e6, false, false)
+	c := WithVariants(mixed(), 1e6, false, false)
 	t := random(c, 183)
 	got, err := callVariant(impl, c, t)
 	if err != nil {
@@ -457,7 +458,7 @@ func softcapLimit(impl Impl) Result {
 
 func softcapBound(impl Impl) Result {
 	const capAt = 2.0
-	c := withVariants(mixed(), capAt, false, false)
+	c := WithVariants(mixed(), capAt, false, false)
 	t := random(c, 184)
 	for x := range t.q {
 		t.q[x] *= 50
@@ -494,7 +495,7 @@ func softcapBound(impl Impl) Result {
 }
 
 func softcapMask(impl Impl) Result {
-	c := withVariants(mixed(), 1, false, false)
+	c := WithVariants(mixed(), 1, false, false)
 	seen, err := probe(impl, c, random(c, 185))
 	if err != nil {
 		return errored(err, "%v")
@@ -506,7 +507,7 @@ func softcapMask(impl Impl) Result {
 }
 
 func alibiLimit(impl Impl) Result {
-	c := withVariants(mixed(), 0, true, false)
+	c := WithVariants(mixed(), 0, true, false)
 	c.Alibi = make([]float64, c.Hq)
 	t := random(c, 186)
 	got, err := callVariant(impl, c, t)
@@ -524,7 +525,7 @@ func alibiLimit(impl Impl) Result {
 }
 
 func alibiClosedForm(impl Impl) Result {
-	c := withVariants(mixed(), 0, true, false)
+	c := WithVariants(mixed(), 0, true, false)
 	t := random(c, 187)
 	clear(t.q)
 	t.do = nil
@@ -563,7 +564,7 @@ func alibiClosedForm(impl Impl) Result {
 }
 
 func alibiChunked(impl Impl) Result {
-	full := withVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 7, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true)
+	full := WithVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 7, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true)
 	t := random(full, 188)
 	t.do = nil
 	all, err := call(impl, full, t)
@@ -584,7 +585,7 @@ func alibiChunked(impl Impl) Result {
 }
 
 func windowConfig() *attention.Config {
-	return withVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 8, N: 8, D: 3, Dv: 2, Causal: true, Window: 3}, 2, true, true)
+	return WithVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 8, N: 8, D: 3, Dv: 2, Causal: true, Window: 3}, 2, true, true)
 }
 
 func windowKeys(impl Impl) Result {

@@ -583,33 +583,6 @@ func runSuite(ctx context.Context, w *wrapped, out []CheckResult, prefix string,
 	return out, nil
 }
 
-// variantSlopes and variantSinks are the ALiBi slopes and sink logits of
-// variantConfigs, repeated over the heads.
-var (
-	variantSlopes = []float64{0.5, 0.25, 0.125, 0.0625}
-	variantSinks  = []float64{0.3, -0.5, 1.2, -1.0}
-)
-
-// withVariants sets c's softcap (0: none) and, when asked, its slopes and
-// sinks.
-func withVariants(c *attention.Config, softcap float64, alibi, sinks bool) *attention.Config {
-	c.Softcap = softcap
-	perHead := func(x []float64) []float64 {
-		y := make([]float64, c.Hq)
-		for h := range y {
-			y[h] = x[h%len(x)]
-		}
-		return y
-	}
-	if alibi {
-		c.Alibi = perHead(variantSlopes)
-	}
-	if sinks {
-		c.Sinks = perHead(variantSinks)
-	}
-	return c
-}
-
 // variantConfigs are the configurations of variants/agrees-with-reference:
 // each variant alone (so that an implementation declaring one is compared
 // on it), then the three together on a chunk after a cache with GQA, and
@@ -620,11 +593,11 @@ func variantConfigs() []*attention.Config {
 	}
 	mixed := referenceConfigs()[4]
 	return []*attention.Config{
-		withVariants(plain(), 1.5, false, false),
-		withVariants(plain(), 0, true, false),
-		withVariants(plain(), 0, false, true),
-		withVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 3, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true),
-		withVariants(mixed, 2, true, true),
+		checks.WithVariants(plain(), 1.5, false, false),
+		checks.WithVariants(plain(), 0, true, false),
+		checks.WithVariants(plain(), 0, false, true),
+		checks.WithVariants(&attention.Config{B: 1, Hq: 4, Hkv: 2, M: 3, N: 7, D: 4, Dv: 3, Causal: true}, 1.5, true, true),
+		checks.WithVariants(mixed, 2, true, true),
 	}
 }
 
