@@ -118,21 +118,20 @@ func softmaxOverAll(p, lse, s []float64, vis []bool, m, n int, sink float64) {
 }
 
 func alibiBySlot(s []float64, c *attention.Config, b, h, m, n int) {
-	capOnly(s, c)
+	capOnly(s, c, b, h, m, n)
 	alibi(s, c, b, h, m, n, -1, true)
 }
 
 func alibiFlipped(s []float64, c *attention.Config, b, h, m, n int) {
-	capOnly(s, c)
+	capOnly(s, c, b, h, m, n)
 	alibi(s, c, b, h, m, n, +1, false)
 }
 
-func capOnly(s []float64, c *attention.Config) {
-	if c.Softcap > 0 {
-		for x := range s {
-			s[x] = c.Softcap * math.Tanh(s[x]/c.Softcap)
-		}
-	}
+// capOnly is the reference's Logits without ALiBi.
+func capOnly(s []float64, c *attention.Config, b, h, m, n int) {
+	d := *c
+	d.Alibi = nil
+	attention.Logits(s, &d, b, h, m, n)
 }
 
 // alibi adds sign · slope · distance, the distance from positions or, with
