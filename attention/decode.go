@@ -240,7 +240,7 @@ func (w *decodeWork[T]) Run(x int) {
 		}
 		if c.Softcap > 0 || c.Alibi != nil {
 			for r := range R { // row r is query r%M of head kvh·G + r/M
-				logitsTile(c, st[r*nc:(r+1)*nc], nil, b, kvh*G+r/M, r%M, 1, j0, nc)
+				logitsTile(c, st[r*nc:(r+1)*nc], nil, nil, b, kvh*G+r/M, r%M, 1, j0, nc)
 			}
 		}
 		if kind == tilePartial {
@@ -248,7 +248,7 @@ func (w *decodeWork[T]) Run(x int) {
 				maskTile(pl, st[r*nc:], b, r%M, 1, j0, nc)
 			}
 		}
-		onlineSoftmax(st, R, nc, m, l, acc, Dv)
+		onlineSoftmax(st, nil, R, nc, m, l, acc, Dv)
 		switch {
 		case direct && (kind == tileFull || finite(vTile)):
 			// every row of V finite: a hidden key's 0·v adds an exact zero,

@@ -254,6 +254,7 @@ func flashForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) err
 			m:    make([]T, f.g*pl.br),
 			l:    make([]T, f.g*pl.br),
 			zero: make([]T, c.Dv),
+			off:  make([]T, pl.br),
 		}
 		return func(x int) { f.item(items[x], &w) }
 	})
@@ -277,6 +278,7 @@ type fwdScratch[T Float] struct {
 	s    []T // (br, bc): scores, then probabilities in place
 	m, l []T // (G, br)
 	zero []T // Dv zeros, read in place of hidden value rows
+	off  []T // (br): a constant per score row, see logitsTile
 }
 
 // item computes the output rows of query tile it.t of every query head of
@@ -319,14 +321,16 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 			// pass 1: scores of the tile, S = Q Kᵀ · scale, softcap and
 			// ALiBi, hidden ones −Inf
 			gemmNT(s, qTile, kTile, nr, nc, D, f.scale)
+			var off []T // a constant per row of the scores, see logitsTile
 			if !f.plain {
-				logitsTile(c, s, nil, b, kvh*f.g+g, i0, nr, j0, nc)
+				off = w.off[:nr]
+				logitsTile(c, s, nil, off, b, kvh*f.g+g, i0, nr, j0, nc)
 			}
 			if kind == tilePartial {
 				maskTile(pl, s, b, i0, nr, j0, nc)
 			}
 			// pass 2: online softmax, P = exp(S − m) in place of S
-			onlineSoftmax(s, nr, nc, m, l, oTile, Dv)
+			onlineSoftmax(s, off, nr, nc, m, l, oTile, Dv)
 			// pass 3: O += P V
 			if kind == tileFull {
 				gemmNN(oTile, s, vTile, nr, Dv, nc)
@@ -345,11 +349,12 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 
 // onlineSoftmax folds the score tile s (nr, nc) into the running maximum m,
 // sum l and output rows o (nr, dv) of its rows, leaving P = exp(S − m) in s.
+// With off not nil the scores of row r are s[r, x] + off[r] (logitsTile).
 // The running maximum only grows; when it does, what was summed so far (l and
 // the output row) was exponentiated against the old maximum and is rescaled
 // by e^(m−m'), so every exponent stays <= 0 and never overflows. A row that
 // sees no key of the tile (all −Inf) gets P = 0 and leaves its state alone.
-func onlineSoftmax[T Float](s []T, nr, nc int, m, l, o []T, dv int) {
+func onlineSoftmax[T Float](s, off []T, nr, nc int, m, l, o []T, dv int) {
 	negInf := T(math.Inf(-1))
 	for r := range nr {
 		sr := s[r*nc : r*nc+nc]
@@ -357,6 +362,11 @@ func onlineSoftmax[T Float](s []T, nr, nc int, m, l, o []T, dv int) {
 		if mt == negInf {
 			clear(sr)
 			continue
+		}
+		var c0 T // the row's constant
+		if off != nil {
+			c0 = off[r]
+			mt += c0
 		}
 		if mt > m[r] {
 			if m[r] != negInf {
@@ -369,7 +379,7 @@ func onlineSoftmax[T Float](s []T, nr, nc int, m, l, o []T, dv int) {
 			}
 			m[r] = mt
 		}
-		l[r] += expShift(sr, sr, m[r])
+		l[r] += expShift(sr, sr, m[r]-c0)
 	}
 }
 
@@ -447,7 +457,8 @@ func flashBackward[T Float](dq, dk, dv, do, q, k, v, o, lse []T, c *Config, opt 
 		delta: delta, parts: parts, stripes: stripes, g: c.Hq / c.Hkv, scale: T(c.ScaleValue()), stats: opt.stats,
 		plain: c.Softcap == 0 && c.Alibi == nil}
 	runItems(len(items), func() func(int) {
-		w := bwdScratch[T]{p: make([]T, pl.br*pl.bc), ds: make([]T, pl.br*pl.bc), zero: make([]T, max(c.D, c.Dv))}
+		w := bwdScratch[T]{p: make([]T, pl.br*pl.bc), ds: make([]T, pl.br*pl.bc), zero: make([]T, max(c.D, c.Dv)),
+			off: make([]T, pl.br)}
 		if c.Softcap > 0 {
 			w.capped = make([]T, pl.br*pl.bc)
 		}
@@ -490,6 +501,7 @@ type bwdScratch[T Float] struct {
 	p, ds  []T // (br, bc)
 	capped []T // (br, bc): the softcapped scores, for softcap's derivative
 	zero   []T // max(D, Dv) zeros, read in place of hidden rows
+	off    []T // (br): a constant per score row, see logitsTile
 }
 
 // item adds the gradients of stripe it.t of the key tiles of KV head it.kvh
@@ -529,18 +541,23 @@ func (f *bwdCall[T]) item(it flashItem, w *bwdScratch[T]) {
 				// and ALiBi: recompute it. A padding row has lse = +Inf and
 				// gets P = 0; the sink is in lse.
 				gemmNT(p, qTile, kTile, nr, nc, D, f.scale)
-				var capped []T
+				var capped, off []T
 				if !f.plain {
 					if w.capped != nil {
 						capped = w.capped[:nr*nc]
 					}
-					logitsTile(c, p, capped, b, kvh*f.g+g, i0, nr, j0, nc)
+					off = w.off[:nr]
+					logitsTile(c, p, capped, off, b, kvh*f.g+g, i0, nr, j0, nc)
 				}
 				if kind == tilePartial {
 					maskTile(pl, p, b, i0, nr, j0, nc)
 				}
 				for r := range nr {
-					expShift(p[r*nc:r*nc+nc], p[r*nc:r*nc+nc], lse[r])
+					shift := lse[r]
+					if off != nil {
+						shift -= off[r]
+					}
+					expShift(p[r*nc:r*nc+nc], p[r*nc:r*nc+nc], shift)
 				}
 				// forward was O = P V, so dV += Pᵀ dO (the content path) …
 				if kind == tileFull {
@@ -600,7 +617,17 @@ func (f *bwdCall[T]) item(it flashItem, w *bwdScratch[T]) {
 // h; with capped not nil it also keeps the softcapped scores there, before
 // the bias. tanh(x) is computed as 1 − 2/(1 + e^(2x)) with the vectorised
 // exp; e^(2x) = +Inf gives exactly 1.
-func logitsTile[T Float](c *Config, s, capped []T, b, h, i0, nr, j0, nc int) {
+//
+// With off not nil (len nr) ALiBi may leave part of its bias as a constant
+// per row: the score of row r is then s[r, x] + off[r]. A softmax does not
+// see a row's constant but its log-sum-exp does, so the callers shift by it
+// (onlineSoftmax, and expShift against lse − off). It is how a tile whose
+// keys all sit on one side of its queries gets the bias in one vectorised
+// pass: there |qpos − kpos| = ±(kpos − ref) ∓ (qpos − ref), a vector over
+// the keys and a number per row, with ref the tile's first query position
+// so both parts stay as small as the distances themselves. A tile astride
+// the diagonal takes the distances one by one and leaves off zero.
+func logitsTile[T Float](c *Config, s, capped, off []T, b, h, i0, nr, j0, nc int) {
 	s = s[:nr*nc]
 	if c.Softcap > 0 {
 		cp := T(c.Softcap)
@@ -616,6 +643,9 @@ func logitsTile[T Float](c *Config, s, capped []T, b, h, i0, nr, j0, nc int) {
 			copy(capped, s)
 		}
 	}
+	if off != nil {
+		clear(off[:nr])
+	}
 	if c.Alibi == nil {
 		return
 	}
@@ -623,14 +653,43 @@ func logitsTile[T Float](c *Config, s, capped []T, b, h, i0, nr, j0, nc int) {
 	// the keys' logical positions, read once per tile; distances in
 	// integers, exact at any position
 	var buf [4 * flashBc]int
+	var fbuf [4 * flashBc]T
 	var kp []int
 	if nc <= len(buf) {
 		kp = buf[:nc]
 	} else {
 		kp = make([]int, nc)
 	}
+	kmin, kmax := math.MaxInt, math.MinInt
 	for x := range kp {
 		kp[x] = c.KeyPos(b, j0+x)
+		kmin, kmax = min(kmin, kp[x]), max(kmax, kp[x])
+	}
+	qmin, qmax := math.MaxInt, math.MinInt
+	for r := range nr {
+		qp := c.QueryPos(b, i0+r)
+		qmin, qmax = min(qmin, qp), max(qmax, qp)
+	}
+	if off != nil && (kmax <= qmin || kmin >= qmax) {
+		// one side: −m·|qp − kp| = sign·m·(kp − ref) − sign·m·(qp − ref)
+		sign := T(1) // keys at or before every query
+		if kmax > qmin {
+			sign = -1 // keys at or after every query
+		}
+		var kf []T
+		if nc <= len(fbuf) {
+			kf = fbuf[:nc]
+		} else {
+			kf = make([]T, nc)
+		}
+		for x, k := range kp {
+			kf[x] = T(k - qmin)
+		}
+		for r := range nr {
+			vec.Axpy(sign*slope, kf, s[r*nc:r*nc+nc])
+			off[r] = -sign * slope * T(c.QueryPos(b, i0+r)-qmin)
+		}
+		return
 	}
 	for r := range nr {
 		qp := c.QueryPos(b, i0+r)

@@ -279,7 +279,26 @@ func axpy4[T Float](c, a []T, stride int, b []T, n, k int, zero []T) {
 // math.Exp itself for float64 ones, so that the float64 path, the one every
 // derivative check runs, carries no approximation of its own). A score of
 // −Inf (a hidden key) gives exactly 0.
-func expShift[T Float](p, s []T, shift T) T { return vec.ExpShift(p, s, shift) }
+//
+// float32 results below the smallest normal number, 2⁻¹²⁶ ≈ 1.2e-38, are
+// flushed to 0, as a GPU kernel's flush-to-zero mode does: such a weight
+// moves no float32 output (they are sums of weights ≤ 1 times values, the
+// row's largest weight being 1), but each denormal operand costs the
+// products that read P and dS a microcode assist. ALiBi makes them common
+// (a slope of 1/2 puts every key more than ~175 positions back below
+// e⁻⁸⁷); unflushed, its backward ran at twice plain attention's time.
+func expShift[T Float](p, s []T, shift T) T {
+	sum := vec.ExpShift(p, s, shift)
+	if vec.Is32[T]() {
+		p = p[:len(s)]
+		for x, e := range p {
+			if e < 0x1p-126 {
+				p[x] = 0
+			}
+		}
+	}
+	return sum
+}
 
 // finite reports whether x holds no NaN and no infinity.
 func finite[T Float](x []T) bool {

@@ -261,7 +261,10 @@ func variantAgreeConfigs() []*attention.Config {
 	return []*attention.Config{variantChunk(), variantMixed(), variantEmpty(), variantLarge(),
 		WithVariants(&attention.Config{B: 1, Hq: 4, Hkv: 1, M: 1, N: 130, D: 8, Dv: 8, Causal: true, Window: 70}, 5, true, true),
 		WithVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 70, N: 131, D: 4, Dv: 4, Causal: true}, 0, true, true),
-		WithVariants(&attention.Config{B: 2, Hq: 2, Hkv: 2, M: 65, N: 65, D: 5, Dv: 3}, 1, false, false)}
+		WithVariants(&attention.Config{B: 2, Hq: 2, Hkv: 2, M: 65, N: 65, D: 5, Dv: 3}, 1, false, false),
+		// ALiBi alone without a mask over several tiles: keys wholly
+		// before, wholly after and astride a tile's queries
+		WithVariants(&attention.Config{B: 1, Hq: 2, Hkv: 1, M: 130, N: 140, D: 4, Dv: 4}, 0, true, false)}
 }
 
 var variantsAgree = Check[Impl]{Name: "agrees-with-reference", Kind: Semantic,
