@@ -34,15 +34,28 @@ const ORTVersion = "1.30.0"
 type Shipped struct {
 	Name   string // e.g. "torch-composite"
 	Runs   string // the implementation it runs
-	script string // in scripts, e.g. "python/torch_composite.py"
+	script string // in scripts, e.g. "python/torch_composite.py", or a program of adapters/ggml: "ggml/ggml-conform"
 	args   []string
 }
 
-// node reports whether s is run by node (otherwise by Python).
+// node reports whether s is run by node.
 func (s Shipped) node() bool { return strings.HasPrefix(s.script, "node/") }
 
-// Command is how s is run, with the script named as it is shipped.
+// ggml reports whether s is a program of adapters/ggml (compiled with cgo
+// in a module of its own, so not embedded: its build tool puts it in
+// GGMLDir).
+func (s Shipped) ggml() bool { return strings.HasPrefix(s.script, "ggml/") }
+
+// Command is how s is run, with the script named as it is shipped; a
+// program of adapters/ggml is named where its build tool puts it.
 func (s Shipped) Command() string {
+	if s.ggml() {
+		dir := GGMLDir()
+		if home, err := os.UserHomeDir(); err == nil && home != "" && strings.HasPrefix(dir, home+string(filepath.Separator)) {
+			dir = "~" + dir[len(home):]
+		}
+		return strings.Join(append([]string{filepath.Join(dir, path.Base(s.script))}, s.args...), " ")
+	}
 	interp := Python
 	if s.node() {
 		interp = "node"
@@ -58,6 +71,8 @@ var shipped = []Shipped{
 	{"ort-attention", "ONNX Attention op (opset 24) on onnxruntime-node, the keys before the chunk as past_key/past_value", "node/ort_attention.js", []string{"attention"}},
 	{"ort-attention-no-cache", "ONNX Attention op (opset 24) on onnxruntime-node, every key as K/V", "node/ort_attention.js", []string{"attention", "--no-cache"}},
 	{"ort-gqa", "com.microsoft GroupQueryAttention on onnxruntime-node", "node/ort_attention.js", []string{"gqa"}},
+	{"ggml-flash-attn", "ggml_flash_attn_ext on ggml's CPU backend (llama.cpp with flash attention on), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=true"}},
+	{"ggml-softmax", "ggml mul_mat → soft_max_ext → mul_mat on ggml's CPU backend (llama.cpp with flash attention off), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=false"}},
 }
 
 // List returns the shipped adapters.
@@ -75,11 +90,34 @@ func Lookup(name string) (Shipped, bool) {
 // Missing says why s cannot run on this machine, with what to install, or
 // is "" when its runtime is found.
 func (s Shipped) Missing() string {
-	if s.node() {
+	switch {
+	case s.node():
 		_, why := ortModules()
+		return why
+	case s.ggml():
+		_, why := GGMLProgram(path.Base(s.script))
 		return why
 	}
 	return torchMissing()
+}
+
+// GGMLBuild is the command that builds adapters/ggml's programs into
+// GGMLDir, from a checkout of attnlab.
+const GGMLBuild = "(cd adapters/ggml && go run ./cmd/build)"
+
+// GGMLProgram finds the program name (ggml-conform, ggml-peer, ggml-lm) of
+// adapters/ggml in GGMLDir. It returns its path, or "" and why it is not
+// there with how to install it.
+func GGMLProgram(name string) (file, why string) {
+	dir := GGMLDir()
+	if dir == "" {
+		return "", "no user cache folder to find adapters/ggml's programs in: set ATTNLAB_GGML"
+	}
+	file = filepath.Join(dir, name)
+	if fi, err := os.Stat(file); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Sprintf("%s is not built (looked in %s): install it with %s from a checkout of attnlab (needs gcc and the Go module proxy)", name, dir, GGMLBuild)
+	}
+	return file, ""
 }
 
 // torchMissing is why Python cannot run the PyTorch adapters, or "" (asked
@@ -153,6 +191,21 @@ func CacheModules() string {
 	return filepath.Join(dir, "attnlab", "node", "node_modules")
 }
 
+// GGMLDir is the folder where adapters/ggml's build tool puts its
+// programs (ggml-conform, ggml-peer, ggml-lm) and where attnlab looks for
+// them: $ATTNLAB_GGML when set, else attnlab/ggml in the user's cache
+// folder ("" when there is none).
+func GGMLDir() string {
+	if d := os.Getenv("ATTNLAB_GGML"); d != "" {
+		return d
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "attnlab", "ggml")
+}
+
 // Resolve makes the shipped adapter called name ready to run: its scripts
 // are written to a private temporary folder, removed by the Program's
 // Cleanup, and it is run by its interpreter (node with NODE_PATH set to
@@ -162,6 +215,13 @@ func Resolve(name string) (conform.Program, error) {
 	s, ok := Lookup(name)
 	if !ok {
 		return conform.Program{}, fmt.Errorf("adapters: no shipped adapter %q (attnlab conform -list shows them)", name)
+	}
+	if s.ggml() {
+		file, why := GGMLProgram(path.Base(s.script))
+		if why != "" {
+			return conform.Program{}, fmt.Errorf("adapters: %s: %s", name, why)
+		}
+		return conform.Program{Name: name, Argv: append([]string{file}, s.args...)}, nil
 	}
 	interp, env := Python, []string(nil)
 	if s.node() {

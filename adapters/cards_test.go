@@ -64,7 +64,9 @@ var cardCases = []cardCase{
 // runCard measures c's card, skipping when its runtime is missing.
 func runCard(t *testing.T, c cardCase) *conform.Report {
 	t.Helper()
-	if c.torch {
+	if strings.HasPrefix(c.name, "ggml") {
+		needGGML(t)
+	} else if c.torch {
 		needTorch(t)
 	} else {
 		needORT(t)
@@ -132,7 +134,7 @@ var update = flag.Bool("update", false, "rewrite the README's table of conform c
 // every row is measured (go test ./adapters -run READMECards -update
 // writes them).
 func TestREADMECards(t *testing.T) {
-	if why := torchMissing() + ortMissing(); why != "" {
+	if why := torchMissing() + ortMissing() + ggmlMissing(); why != "" {
 		t.Skip("the table needs every adapter: " + why)
 	}
 	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | sinks, softcap, ALiBi | checks | verdict |",

@@ -6,6 +6,10 @@
 //     torch_mha.py) on a shared protocol module, conform_io.py;
 //   - node/: ONNX Runtime's Attention and com.microsoft GroupQueryAttention
 //     ops, run by onnxruntime-node (ort_attention.js).
+//   - ggml/: a Go module of its own (cgo) whose programs run ggml's CPU
+//     attention (ggml_flash_attn_ext, and mul_mat → soft_max_ext → mul_mat),
+//     built by (cd adapters/ggml && go run ./cmd/build) into GGMLDir, where
+//     the shipped names ggml-flash-attn and ggml-softmax find them.
 //
 // The scripts are embedded in the package, so that a binary installed
 // anywhere runs them by name: Resolve writes a shipped adapter's scripts to

@@ -14,12 +14,23 @@ import (
 
 // shippedNames are the names attnlab conform -exec takes, as the README
 // lists them.
-var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa"}
+var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa",
+	"ggml-flash-attn", "ggml-softmax"}
 
 func TestList(t *testing.T) {
 	var names []string
 	for _, s := range adapters.List() {
 		names = append(names, s.Name)
+		if strings.HasPrefix(s.Name, "ggml-") {
+			// a program of adapters/ggml, built where GGMLDir says
+			if want := filepath.Join(adapters.GGMLDir(), "ggml-conform"); s.Runs == "" || !strings.Contains(s.Command(), filepath.Base(adapters.GGMLDir())+"/ggml-conform -flash=") {
+				t.Errorf("%s: runs %q, command %q, want %s", s.Name, s.Runs, s.Command(), want)
+			}
+			if _, err := os.Stat(filepath.Join("ggml", "cmd", "ggml-conform", "main.go")); err != nil {
+				t.Errorf("%s: its source is not in the repository: %v", s.Name, err)
+			}
+			continue
+		}
 		if s.Runs == "" || !strings.HasPrefix(s.Command(), adapters.Python+" adapters/python/") && !strings.HasPrefix(s.Command(), "node adapters/node/") {
 			t.Errorf("%s: runs %q, command %q", s.Name, s.Runs, s.Command())
 		}
@@ -47,6 +58,13 @@ func TestResolveEveryName(t *testing.T) {
 		}
 		if err != nil {
 			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		if strings.HasPrefix(s.Name, "ggml-") {
+			file, _ := adapters.GGMLProgram("ggml-conform")
+			if p.Name != s.Name || p.Argv[0] != file || len(p.Argv) != 2 || !strings.HasPrefix(p.Argv[1], "-flash=") {
+				t.Errorf("%s: program %q %q, want %s -flash=…", s.Name, p.Name, p.Argv, file)
+			}
 			continue
 		}
 		words := strings.Fields(s.Command())
@@ -102,6 +120,25 @@ func TestORTMissingSaysWhatToInstall(t *testing.T) {
 	}
 }
 
+// TestGGMLMissingSaysHowToBuild: with adapters/ggml's programs not built
+// where attnlab looks, the ggml adapters say how to build them, and
+// resolving one is an error naming it.
+func TestGGMLMissingSaysHowToBuild(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("ATTNLAB_GGML", dir)
+	if got := adapters.GGMLDir(); got != dir {
+		t.Errorf("GGMLDir %q, want $ATTNLAB_GGML %q", got, dir)
+	}
+	s, _ := adapters.Lookup("ggml-flash-attn")
+	why := s.Missing()
+	if !strings.Contains(why, adapters.GGMLBuild) || !strings.Contains(why, "install") || !strings.Contains(why, dir) {
+		t.Errorf("missing: %q, want where it looked and %s", why, adapters.GGMLBuild)
+	}
+	if _, err := adapters.Resolve("ggml-softmax"); err == nil || !strings.Contains(err.Error(), "ggml-softmax") || !strings.Contains(err.Error(), adapters.GGMLBuild) {
+		t.Errorf("resolve: %v, want an error naming it and how to build it", err)
+	}
+}
+
 // TestShippedFromAnotherFolder: the shipped adapters run by name from a
 // folder that is not the repository (as from a go install'ed binary),
 // answer a request and exit 0; onnxruntime-node is found in the user's
@@ -113,6 +150,7 @@ func TestShippedFromAnotherFolder(t *testing.T) {
 	// cache folder), and not in NODE_PATH: node finds it only if Resolve
 	// tells it where
 	t.Setenv("NODE_PATH", "")
+	t.Setenv("ATTNLAB_GGML", adapters.GGMLDir()) // where adapters/ggml's programs are, before the cache folder moves
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
 	if modules, err := filepath.Abs(filepath.Join("node", "node_modules")); err == nil {
@@ -125,7 +163,7 @@ func TestShippedFromAnotherFolder(t *testing.T) {
 	}
 	t.Chdir(t.TempDir())
 	for _, s := range adapters.List() {
-		if s.Name == "torch-composite-plain" || s.Name == "torch-mha" || s.Name == "ort-attention-no-cache" {
+		if s.Name == "torch-composite-plain" || s.Name == "torch-mha" || s.Name == "ort-attention-no-cache" || s.Name == "ggml-softmax" {
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) {
