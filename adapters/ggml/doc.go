@@ -6,6 +6,8 @@
 //   - cmd/ggml-conform: the conform adapter (docs/conform-protocol.md) for
 //     ggml_flash_attn_ext and for the mul_mat → soft_max_ext → mul_mat graph
 //     llama.cpp runs with flash attention off;
+//   - cmd/ggml-peer: the bench peer of attnlab bench (attention forward,
+//     decode and sgemm timed in ggml);
 //   - cmd/ggml-masked-row: the reproduction of docs/findings/ggml-masked-row.md.
 //
 // Build them with the flags of llama.cpp's own CPU build (internal/build):
