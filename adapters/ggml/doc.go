@@ -8,6 +8,10 @@
 //     llama.cpp runs with flash attention off;
 //   - cmd/ggml-peer: the bench peer of attnlab bench (attention forward,
 //     decode and sgemm timed in ggml);
+//   - cmd/ggml-lm: attnlab's language model decoded greedily by ggml graphs
+//     built from its safetensors, the same text and token ids as attnlab
+//     generate -temp 0 -repeat-penalty 1, with prefill and decode timed, and
+//     with -compare R interleaved rounds against attnlab's own model;
 //   - cmd/ggml-masked-row: the reproduction of docs/findings/ggml-masked-row.md.
 //
 // Build them with the flags of llama.cpp's own CPU build (internal/build):

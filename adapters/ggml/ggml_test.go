@@ -16,7 +16,10 @@ import (
 
 	"github.com/attnlab/attnlab/adapters/ggml/internal/build"
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/model"
+	"github.com/attnlab/attnlab/models"
 	"github.com/attnlab/attnlab/safetensors"
+	"github.com/attnlab/attnlab/tokenizer"
 )
 
 // bin is the folder the programs were built into for this run; skipWhy is
@@ -250,4 +253,77 @@ func f64(x []float32) []float64 {
 		y[i] = float64(v)
 	}
 	return y
+}
+
+// TestDecoderMatchesGenerate: ggml-lm, attnlab's shipped model run by ggml
+// graphs, prints what attnlab generate -temp 0 -repeat-penalty 1 prints
+// (token healing included), and without healing chooses the token ids
+// attnlab's model.Generate chooses greedily; with flash attention on and
+// off. Its times are reported, not judged.
+func TestDecoderMatchesGenerate(t *testing.T) {
+	need(t)
+	attnlab := filepath.Join(t.TempDir(), "attnlab")
+	goBuild := exec.Command("go", "build", "-o", attnlab, "./cmd/attnlab")
+	goBuild.Dir = filepath.Join("..", "..") // the root module, with its own go.sum
+	if out, err := goBuild.CombinedOutput(); err != nil {
+		t.Fatalf("building attnlab: %v\n%s", err, out)
+	}
+	dir, err := models.Dir(models.LM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, p, err := model.LoadLM[float32](dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	for _, prompt := range []string{"func (b *Buffer) ", "// Reverse returns s with its runes in reverse order.\nfunc Reverse(s string) string {"} {
+		want, err := exec.Command(attnlab, "generate", "-prompt", prompt, "-n", fmt.Sprint(n), "-temp", "0", "-repeat-penalty", "1").Output()
+		if err != nil {
+			t.Fatalf("attnlab generate: %v", err)
+		}
+		ids := tok.Encode([]byte(prompt))
+		gen, err := m.Generate(context.Background(), p, [][]int{ids}, model.GenerateOptions{MaxNew: n, EOS: tok.Special(tokenizer.EndOfText)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flash := range []string{"true", "false"} {
+			t.Run(fmt.Sprintf("flash=%s/%q", flash, prompt[:8]), func(t *testing.T) {
+				cmd := exec.Command(filepath.Join(bin, "ggml-lm"), "-prompt", prompt, "-n", fmt.Sprint(n), "-threads", "2", "-flash="+flash)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				got, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("ggml-lm: %v\n%s", err, stderr.String())
+				}
+				if string(got) != string(want) {
+					t.Errorf("ggml-lm printed\n%s\nattnlab generate printed\n%s", got, want)
+				}
+				t.Log(strings.TrimSpace(stderr.String()))
+				out, err := exec.Command(filepath.Join(bin, "ggml-lm"), "-prompt", prompt, "-n", fmt.Sprint(n), "-threads", "2", "-flash="+flash, "-heal=false", "-json").Output()
+				if err != nil {
+					t.Fatalf("ggml-lm -json: %v", err)
+				}
+				var r struct {
+					Prompt         []int   `json:"prompt_tokens"`
+					Tokens         []int   `json:"tokens"`
+					PrefillSeconds float64 `json:"prefill_seconds"`
+					DecodeSeconds  float64 `json:"decode_seconds"`
+				}
+				if err := json.Unmarshal(out, &r); err != nil {
+					t.Fatalf("%s: %v", out, err)
+				}
+				if fmt.Sprint(r.Prompt) != fmt.Sprint(ids) || fmt.Sprint(r.Tokens) != fmt.Sprint(gen[0]) {
+					t.Errorf("ggml-lm: prompt %v, tokens %v\nmodel.Generate: prompt %v, tokens %v", r.Prompt, r.Tokens, ids, gen[0])
+				}
+				if !(r.PrefillSeconds > 0) || len(r.Tokens) > 1 && !(r.DecodeSeconds > 0) {
+					t.Errorf("times: prefill %v s, decode %v s", r.PrefillSeconds, r.DecodeSeconds)
+				}
+			})
+		}
+	}
 }

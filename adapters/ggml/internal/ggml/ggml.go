@@ -129,6 +129,9 @@ func (t Tensor) Type() Type { return Type(t.t._type) }
 // Len is t's number of elements.
 func (t Tensor) Len() int { return int(C.ggml_nelements(t.t)) }
 
+// ElemSize is the bytes of one element of t.
+func (t Tensor) ElemSize() int { return int(C.ggml_element_size(t.t)) }
+
 // Bytes is the size of t's data.
 func (t Tensor) Bytes() int { return int(C.ggml_nbytes(t.t)) }
 
@@ -206,6 +209,41 @@ func NewCtx(bytes int) *Ctx {
 		panic(fmt.Sprintf("ggml: ggml_init of %d bytes failed", bytes))
 	}
 	return &Ctx{c}
+}
+
+// Arena is a block of C memory in which contexts are made one at a time,
+// so that a graph rebuilt for every step (a decoder's) allocates nothing.
+type Arena struct {
+	p    unsafe.Pointer
+	size int
+}
+
+// NewArena allocates an arena of the given size.
+func NewArena(bytes int) *Arena {
+	p := C.malloc(C.size_t(bytes))
+	if p == nil {
+		panic(fmt.Sprintf("ggml: cannot allocate an arena of %d bytes", bytes))
+	}
+	return &Arena{p, bytes}
+}
+
+// Size is the arena's size.
+func (a *Arena) Size() int { return a.size }
+
+// Ctx makes a context over the whole arena; the previous one made in it
+// must be freed (or no longer used) first.
+func (a *Arena) Ctx() *Ctx {
+	c := C.ggml_init(C.struct_ggml_init_params{mem_size: C.size_t(a.size), mem_buffer: a.p, no_alloc: false})
+	if c == nil {
+		panic("ggml: ggml_init in an arena failed")
+	}
+	return &Ctx{c}
+}
+
+// Free releases the arena's memory.
+func (a *Arena) Free() {
+	C.free(a.p)
+	a.p, a.size = nil, 0
 }
 
 // Free releases the context and its tensors.
@@ -336,6 +374,12 @@ func (c *Ctx) Reshape2D(a Tensor, ne0, ne1 int) Tensor {
 	return c.check(C.ggml_reshape_2d(c.c, a.t, C.int64_t(ne0), C.int64_t(ne1)))
 }
 
+// View2D is a view of a with shape ne0×ne1, row stride nb1 (bytes) and a
+// byte offset.
+func (c *Ctx) View2D(a Tensor, ne0, ne1, nb1, offset int) Tensor {
+	return c.check(C.ggml_view_2d(c.c, a.t, C.int64_t(ne0), C.int64_t(ne1), C.size_t(nb1), C.size_t(offset)))
+}
+
 // View3D is a view of a with shape ne, strides nb1, nb2 (bytes) and a byte
 // offset.
 func (c *Ctx) View3D(a Tensor, ne0, ne1, ne2, nb1, nb2, offset int) Tensor {
@@ -358,7 +402,9 @@ func (c *Ctx) NewGraph(nodes int, out ...Tensor) *Graph {
 	return &Graph{g}
 }
 
-// Expand adds t and what it depends on to g.
+// Expand adds t and what it depends on to g, after the nodes already in
+// it: ggml's CPU backend runs nodes in this order, so a copy into a cache
+// expanded before the ops that read the cache runs before them.
 func (g *Graph) Expand(t Tensor) { C.ggml_build_forward_expand(g.g, t.t) }
 
 // Nodes is g's number of nodes.
