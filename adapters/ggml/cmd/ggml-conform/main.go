@@ -18,7 +18,14 @@
 // unless the request sends them. Two choices are the adapter's, not
 // llama.cpp's, which has neither: a padding query (q_valid 0) gets a row of
 // −∞ (it sees no cell), and a boolean mask is passed as 0/−∞ unchanged.
-// The scale defaults to 1/√D, llama.cpp's kq_scale. ggml has no backward
+// The scale defaults to 1/√D, llama.cpp's kq_scale. Sinks (one logit per
+// query head, gpt-oss's) are ggml's own: ggml_flash_attn_ext_add_sinks,
+// ggml_soft_max_add_sinks. Softcap c is flash_attn_ext's logit_softcap
+// parameter, c·tanh(scale·q·k/c); on the soft_max path it is the graph
+// llama.cpp builds for it (scale, tanh, scale before soft_max_ext), the
+// attention scale moved in front of the tanh, where llama.cpp's models put
+// it by scaling q. ggml's ALiBi derives each head's slope from one max_bias
+// and cannot take the protocol's slopes: not declared. ggml has no backward
 // for these graphs and returns no log-sum-exp, so neither is declared.
 package main
 
@@ -45,7 +52,7 @@ func (a *adapter) Capabilities() conform.Capabilities {
 	}
 	return conform.Capabilities{
 		Name: name, Version: fmt.Sprintf("%s, K/V %s", ggml.Version(), a.kv),
-		DTypes: []string{"float32"}, GQA: true, KVCache: true, Scale: true,
+		DTypes: []string{"float32"}, GQA: true, KVCache: true, Scale: true, Sinks: true, Softcap: true,
 		Masks: []string{conform.MaskCausal, conform.MaskBool, conform.MaskPositions, conform.MaskValidity, conform.MaskSegments, conform.MaskWindow},
 	}
 }
@@ -59,8 +66,11 @@ func (a *adapter) Attention(r *conform.Request) (*conform.Response, error) {
 		scale = 1 / math.Sqrt(float64(r.D))
 	}
 	at := ggml.NewAttn(ggml.AttnSpec{B: r.B, Hq: r.Hq, Hkv: r.Hkv, M: r.M, N: r.N, D: r.D, Dv: r.Dv,
-		Flash: a.flash, KV: a.kv, Mask: true, Scale: float32(scale)})
+		Flash: a.flash, KV: a.kv, Mask: true, Scale: float32(scale), Softcap: float32(r.Softcap), Sinks: r.Sinks != nil})
 	defer at.Free()
+	if r.Sinks != nil {
+		at.SinksLogit.SetF32(f32(r.Sinks))
+	}
 	at.Q.SetF32(f32(r.Q))
 	at.K.SetF32(f32(r.K))
 	at.V.SetF32(f32(r.V))
