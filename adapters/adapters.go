@@ -73,6 +73,7 @@ var shipped = []Shipped{
 	{"ort-gqa", "com.microsoft GroupQueryAttention on onnxruntime-node", "node/ort_attention.js", []string{"gqa"}},
 	{"ggml-flash-attn", "ggml_flash_attn_ext on ggml's CPU backend (llama.cpp with flash attention on), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=true"}},
 	{"ggml-softmax", "ggml mul_mat → soft_max_ext → mul_mat on ggml's CPU backend (llama.cpp with flash attention off), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=false"}},
+	{"ggml-ollama-mask", "ggml_flash_attn_ext on ggml's CPU backend with the mask of ollama's own Go KV cache (kvcache.Causal, its code run), F32 K/V", "ggml/ggml-conform", []string{"-flash=true", "-mask", "ollama"}},
 }
 
 // List returns the shipped adapters.

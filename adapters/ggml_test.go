@@ -47,7 +47,19 @@ func init() {
 	}
 	cardCases = append(cardCases,
 		cardCase{"ggml flash attn", ggmlAdapter("-flash=true"), false, ggmlCard("zero"), false},
-		cardCase{"ggml softmax", ggmlAdapter("-flash=false"), false, ggmlCard("nan"), false})
+		cardCase{"ggml softmax", ggmlAdapter("-flash=false"), false, ggmlCard("nan"), false},
+		// ollama's own Go KV cache builds the mask: causal by positions,
+		// and a window of W that shows W + 1 keys; it takes no boolean
+		// mask, validity or segments, so no empty row can be asked
+		cardCase{"ggml ollama mask", ggmlAdapter("-flash=true -mask ollama"), false, ollamaCard(), false})
+}
+
+func ollamaCard() conform.Card {
+	c := conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+		GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W+1", ExtremeLogits: "ok"}
+	c.Sinks, c.Softcap, c.Alibi = conform.Supported, conform.Supported, conform.NotDeclared
+	c.SinksEmptyRow, c.SinksGrad, c.SoftcapOrder, c.AlibiDistance = conform.NA, conform.NA, conform.SoftcapBeforeMask, conform.NA
+	return c
 }
 
 // variantChecks are the statuses of the variants' checks for adapters that
@@ -55,8 +67,9 @@ func init() {
 // lse and gradients most of them cannot run, and the soft_max path's NaN
 // padding rows fail the softcap mask check's visibility probe.
 var variantChecks = map[string]map[string]string{
-	"ggml flash attn": {"variants/agrees-with-reference": "pass", "variants/softcap-mask": "pass"},
-	"ggml softmax":    {"variants/agrees-with-reference": "pass", "variants/softcap-mask": "fail"},
+	"ggml flash attn":  {"variants/agrees-with-reference": "pass", "variants/softcap-mask": "pass"},
+	"ggml softmax":     {"variants/agrees-with-reference": "pass", "variants/softcap-mask": "fail"},
+	"ggml ollama mask": {"variants/agrees-with-reference": "pass"},
 }
 
 // TestGGML compares the ggml adapter's answers, on both paths and with K/V

@@ -327,3 +327,17 @@ func TestDecoderMatchesGenerate(t *testing.T) {
 		}
 	}
 }
+
+// TestOllamaWindowReproduces runs the reproduction of
+// docs/findings/ollama-swa-window.md: ollama's kvcache.NewSWACache(2) lets
+// a query see 3 keys, and the program exits 1 saying so.
+func TestOllamaWindowReproduces(t *testing.T) {
+	need(t)
+	out, err := exec.Command(filepath.Join(bin, "ollama-swa-window")).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "query at 5: x x x · · ·   sees 3 keys") || !strings.Contains(string(out), "a window of 2 shows up to 3 keys") {
+		t.Errorf("output:\n%s", out)
+	}
+}

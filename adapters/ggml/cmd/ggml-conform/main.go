@@ -1,7 +1,7 @@
 // Command ggml-conform serves ggml's CPU attention to attnlab conform over
 // the protocol of docs/conform-protocol.md, as llama.cpp runs it:
 //
-//	ggml-conform [-flash=true|false] [-kv f32|f16] [-threads N]
+//	ggml-conform [-flash=true|false] [-kv f32|f16] [-mask llama.cpp|ollama] [-threads N]
 //
 // With -flash (the default) a request is one ggml_flash_attn_ext; with
 // -flash=false it is the graph llama.cpp builds when flash attention is
@@ -18,6 +18,10 @@
 // unless the request sends them. Two choices are the adapter's, not
 // llama.cpp's, which has neither: a padding query (q_valid 0) gets a row of
 // −∞ (it sees no cell), and a boolean mask is passed as 0/−∞ unchanged.
+// With -mask ollama the mask is the one ollama's own Go KV cache
+// (kvcache.Causal, which ollama's Go engine runs on ggml) builds, its code
+// run here (ollama.go); it takes only a causal flag and a window.
+//
 // The scale defaults to 1/√D, llama.cpp's kq_scale. Sinks (one logit per
 // query head, gpt-oss's) are ggml's own: ggml_flash_attn_ext_add_sinks,
 // ggml_soft_max_add_sinks. Softcap c is flash_attn_ext's logit_softcap
@@ -42,6 +46,7 @@ import (
 type adapter struct {
 	flash  bool
 	kv     ggml.Type
+	ollama bool // the mask of ollama's kvcache.Causal, not llama.cpp's
 	runner *ggml.Runner
 }
 
@@ -50,10 +55,15 @@ func (a *adapter) Capabilities() conform.Capabilities {
 	if !a.flash {
 		name = "ggml mul_mat → soft_max_ext → mul_mat, CPU backend (llama.cpp -fa off)"
 	}
+	masks := []string{conform.MaskCausal, conform.MaskBool, conform.MaskPositions, conform.MaskValidity, conform.MaskSegments, conform.MaskWindow}
+	if a.ollama {
+		name += ", ollama's KV-cache mask (kvcache.Causal)"
+		masks = []string{conform.MaskCausal, conform.MaskWindow}
+	}
 	return conform.Capabilities{
 		Name: name, Version: fmt.Sprintf("%s, K/V %s", ggml.Version(), a.kv),
 		DTypes: []string{"float32"}, GQA: true, KVCache: true, Scale: true, Sinks: true, Softcap: true,
-		Masks: []string{conform.MaskCausal, conform.MaskBool, conform.MaskPositions, conform.MaskValidity, conform.MaskSegments, conform.MaskWindow},
+		Masks: masks,
 	}
 }
 
@@ -65,6 +75,16 @@ func (a *adapter) Attention(r *conform.Request) (*conform.Response, error) {
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(r.D))
 	}
+	mask := kqMask(r)
+	if a.ollama {
+		m, err := ollamaMask(r)
+		if err != nil {
+			return &conform.Response{Err: err.Error()}, nil
+		}
+		for b := range r.B {
+			copy(mask[b*r.M*r.N:], m) // the same positions in every batch item
+		}
+	}
 	at := ggml.NewAttn(ggml.AttnSpec{B: r.B, Hq: r.Hq, Hkv: r.Hkv, M: r.M, N: r.N, D: r.D, Dv: r.Dv,
 		Flash: a.flash, KV: a.kv, Mask: true, Scale: float32(scale), Softcap: float32(r.Softcap), Sinks: r.Sinks != nil})
 	defer at.Free()
@@ -74,7 +94,7 @@ func (a *adapter) Attention(r *conform.Request) (*conform.Response, error) {
 	at.Q.SetF32(f32(r.Q))
 	at.K.SetF32(f32(r.K))
 	at.V.SetF32(f32(r.V))
-	at.Mask.SetF32(kqMask(r))
+	at.Mask.SetF32(mask)
 	if err := at.Compute(a.runner); err != nil {
 		return nil, err
 	}
@@ -138,16 +158,17 @@ func f32(x []float64) []float32 {
 func main() {
 	flash := flag.Bool("flash", true, "ggml_flash_attn_ext; false: mul_mat → soft_max_ext → mul_mat, llama.cpp's graph with flash attention off")
 	kv := flag.String("kv", "f32", "the type K and V are stored in: f32 or f16 (llama.cpp's default cache type)")
+	mask := flag.String("mask", "llama.cpp", "the mask builder: llama.cpp (llama_kv_cache's rule) or ollama (ollama's kvcache.Causal, run)")
 	threads := flag.Int("threads", 1, "ggml's CPU threads")
 	flag.Parse()
 	typ, err := ggml.ParseType(*kv)
-	if err != nil || *threads < 1 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: ggml-conform [-flash=true|false] [-kv f32|f16] [-threads N]")
+	if err != nil || *threads < 1 || flag.NArg() > 0 || *mask != "llama.cpp" && *mask != "ollama" {
+		fmt.Fprintln(os.Stderr, "usage: ggml-conform [-flash=true|false] [-kv f32|f16] [-mask llama.cpp|ollama] [-threads N]")
 		os.Exit(2)
 	}
 	r := ggml.NewRunner(*threads)
 	defer r.Close()
-	if err := conform.Serve(os.Stdin, os.Stdout, &adapter{flash: *flash, kv: typ, runner: r}); err != nil {
+	if err := conform.Serve(os.Stdin, os.Stdout, &adapter{flash: *flash, kv: typ, ollama: *mask == "ollama", runner: r}); err != nil {
 		fmt.Fprintln(os.Stderr, "ggml-conform:", err)
 		os.Exit(1)
 	}

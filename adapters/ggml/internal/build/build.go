@@ -31,7 +31,7 @@ import (
 const OllamaModule = "github.com/ollama/ollama"
 
 // Programs are the commands of this module, built into one folder.
-var Programs = []string{"ggml-conform", "ggml-peer", "ggml-lm", "ggml-masked-row"}
+var Programs = []string{"ggml-conform", "ggml-peer", "ggml-lm", "ggml-masked-row", "ollama-swa-window"}
 
 // Config is how the programs are built.
 type Config struct {
