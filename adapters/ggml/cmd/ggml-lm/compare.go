@@ -76,6 +76,14 @@ type comparison struct {
 // compare runs o.compare rounds of ggml then attnlab on the same job.
 func compare(ctx context.Context, o *options, d *decoder, m *model.Model[float32], p *model.Params[float32], j job) error {
 	runtime.GOMAXPROCS(o.threads)
+	// one untimed generation each first: page faults, ggml's tables,
+	// OpenMP's thread team, Go's first allocations
+	if _, err := d.generate(ctx, j); err != nil {
+		return fmt.Errorf("ggml: %w", err)
+	}
+	if _, err := attnlabRun(ctx, m, p, j); err != nil {
+		return fmt.Errorf("attnlab: %w", err)
+	}
 	var g, a []run
 	for range o.compare {
 		rg, err := d.generate(ctx, j)

@@ -13,7 +13,8 @@
 // in tokens per second. -json prints those with the prompt's and the new
 // token ids instead.
 //
-// With -compare R it runs R rounds, each generating with ggml and then with
+// With -compare R it runs one untimed generation on each side, then R
+// rounds, each generating with ggml and then with
 // attnlab's own model (model.Generate, in this process, GOMAXPROCS set to
 // -threads), checks that both chose the same tokens, and prints each side's
 // median prefill and decode rates and the median of the per-round ratios
