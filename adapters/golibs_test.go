@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -227,4 +228,60 @@ func TestGoAdapterModuleCacheMissing(t *testing.T) {
 	if !strings.Contains(why, "module cache lacks") || !strings.Contains(why, "mod download") {
 		t.Errorf("spago with an empty module cache: %q, want what to download", why)
 	}
+}
+
+// TestFindingsReproduce runs each Go reproduction of docs/findings and
+// compares what it prints with the output its write-up quotes: the
+// reproductions exit 1 while the bug is there, and a write-up that no longer
+// matches its program fails here.
+func TestFindingsReproduce(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH")
+	}
+	for _, c := range []struct{ doc, module, program string }{
+		{"gomlx-mha-double-scale.md", "gomlx", "./double-scale"},
+		{"gomlx-mha-matrix-mask.md", "gomlx", "./matrix-mask"},
+		{"spago-causal-chunk.md", "spago", "./causal-chunk"},
+	} {
+		t.Run(c.doc, func(t *testing.T) {
+			dir := filepath.Join("..", "docs", "findings", c.module)
+			env := append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
+			list := exec.Command(goTool, "list", "-deps", c.program)
+			list.Dir, list.Env = dir, env
+			if out, err := list.CombinedOutput(); err != nil {
+				t.Skipf("the module cache lacks what docs/findings/%s needs (%s): run go -C docs/findings/%s mod download", c.module, lastLine(out), c.module)
+			}
+			doc, err := os.ReadFile(filepath.Join("..", "docs", "findings", c.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			command := "$ go -C docs/findings/" + c.module + " run " + c.program + "\n"
+			_, quoted, ok := strings.Cut(string(doc), "```text\n"+command)
+			quoted, _, ok2 := strings.Cut(quoted, "```")
+			if !ok || !ok2 {
+				t.Fatalf("%s quotes no output of %q", c.doc, strings.TrimSpace(command))
+			}
+			build := exec.Command(goTool, "build", "-o", filepath.Join(t.TempDir(), "repro"), c.program)
+			build.Dir, build.Env = dir, env
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go build %s: %v\n%s", c.program, err, out)
+			}
+			run := exec.Command(build.Args[3])
+			out, err := run.Output()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Errorf("%s: %v, want exit status 1 (the bug reproduced)", c.program, err)
+			}
+			if string(out) != quoted {
+				t.Errorf("%s prints\n%s\n%s quotes\n%s", c.program, out, c.doc, quoted)
+			}
+		})
+	}
+}
+
+// lastLine is the last line of a command's output.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
 }

@@ -1,50 +1,56 @@
-// Command gomlx is attnlab's conformance adapter for GoMLX's
-// layers.MultiHeadAttention, run on GoMLX's pure-Go backend (SimpleGo, no
-// cgo), with GoMLX's automatic differentiation for the gradients. Run it
-// by name from a checkout of attnlab,
+// Command gomlx is attnlab's conformance adapter for GoMLX, run on its
+// pure-Go backend (SimpleGo, no cgo), with GoMLX's automatic
+// differentiation for the gradients. It serves one of two implementations:
 //
-//	attnlab conform -exec gomlx-mha
+//	attnlab conform -exec gomlx-mha              # layers.MultiHeadAttention
+//	attnlab conform -exec gomlx-masked-softmax   # graph.MaskedSoftmax between two Einsums
 //
-// or build it and name the binary (CGO_ENABLED=0: the backend is pure Go):
+// by name from a checkout of attnlab (attnlab builds this module), or built
+// and named as a command (CGO_ENABLED=0: the backend is pure Go):
 //
-//	(cd adapters/gomlx && go build -o gomlx-adapter .)
-//	attnlab conform -exec adapters/gomlx/gomlx-adapter
+//	go -C adapters/gomlx build -o gomlx-adapter .
+//	attnlab conform -exec "adapters/gomlx/gomlx-adapter --masked-softmax"
+//
+// # layers.MultiHeadAttention
 //
 // GoMLX exposes no attention core, only the layer, so the adapter runs the
 // layer with its projections set to the identity, as
 // adapters/python/torch_mha.py does for torch.nn.MultiheadAttention: the
 // request's q [B, Hq, M, D] becomes the layer's query [B, M, Hq·D] (head h
-// owns features h·D … h·D+D−1), k and v likewise, the query, key and value
-// Dense layers (weights [Hq·D, Hq, D], the head split) are the identity with
-// zero biases, and the output Dense layer (weights [Hq·Dv, Hq·Dv], no bias)
-// is the identity, so the layer's output is the heads' attention side by
-// side, reshaped back to [B, Hq, M, Dv]. Gradients are GoMLX's
+// owns features h·D … h·D+D−1), k and v likewise; the query, key and value
+// Dense layers (weights [Hq·D, Hq, D], the head split) are the identity
+// with zero biases, and the output Dense layer (weights [Hq·Dv, Hq·Dv], no
+// bias) is the identity, so the layer's output is the heads' attention
+// side by side, reshaped back to [B, Hq, M, Dv]. Gradients are
 // graph.Gradient of Σ o ⊙ do with respect to the layer's query, key and
 // value inputs: through identity projections they are the attention's own.
-//
 // What it passes, declared in the hello:
 //
 //   - "causal": the layer's UseCausalMask, which GoMLX defines only for a
-//     query and key of the same length; at M ≠ N it panics, and the adapter
-//     answers that panic as an error response for the request.
-//   - "bool": the request's mask [B, M, N] as SetQueryKeyMatrixMask with a
-//     mask of the layer's attention shape [B, M, Hq, N], the same for every
-//     head (true = may attend, GoMLX's convention and attnlab's). The
-//     per-head shape because the layer's [B, M, N] form is dropped: its
-//     broadcast is never stored, and the layer runs unmasked (see
-//     docs/findings/gomlx-mha-mask-dropped.md).
-//   - "validity": k_valid as SetKeyMask [B, N] and q_valid as SetQueryMask
-//     [B, M]. The layer takes either those two or a matrix mask, not both
-//     (it panics); when a request brings a mask and validity together, the
-//     adapter ANDs the validity into the matrix, rows for q_valid and
-//     columns for k_valid, which is what the layer does with the two masks
-//     itself (buildMaskFromSplitMasks).
+//     query and key of the same length; at M ≠ N it panics and the request
+//     gets that panic as its error response.
+//   - "validity": q_valid as SetQueryMask [B, M], k_valid as SetKeyMask
+//     [B, N].
 //   - "kv_cache": the layer takes M ≠ N (cross-attention shapes).
 //   - gradients, float32 and float64.
+//   - no "bool": the layer's matrix mask, SetQueryKeyMatrixMask, refuses
+//     every boolean mask (docs/findings/gomlx-mha-matrix-mask.md).
 //   - no lse (the layer does not return it), no explicit scale (the layer
 //     has none: it divides the logits by √D twice, see
 //     docs/findings/gomlx-mha-double-scale.md), no GQA (one head count for
 //     query, key and value).
+//
+// # graph.MaskedSoftmax (--masked-softmax)
+//
+// The attention a GoMLX user writes with the graph package, in attnlab's
+// layout: Einsum of q and k times the scale, MaskedSoftmax over the keys
+// with the request's boolean mask (true = may attend, GoMLX's convention
+// and attnlab's), Einsum with v. The composition is the adapter's; the
+// softmax, its mask handling and the gradients are GoMLX's. It declares
+// "bool" and "validity" (q_valid's rows and k_valid's columns ANDed into
+// the mask, as the layer does with its two masks), an explicit scale
+// (1/√D without one: this composition's default), kv_cache, gradients,
+// float32 and float64.
 //
 // A panic of GoMLX (a shape it refuses, the causal mask at M ≠ N) is the
 // answer to that request, an error response with the panic's first line,
@@ -63,7 +69,7 @@ import (
 	"github.com/attnlab/attnlab/conform"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's own style
+	. "github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
