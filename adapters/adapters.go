@@ -158,7 +158,7 @@ func goModuleDir(name string) (dir, why string) {
 		// it; with GOPROXY=off it downloads nothing
 		cmd := exec.Command(goTool, "list", "-deps", ".")
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
+		cmd.Env = goEnv("GOPROXY=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Sprintf("the Go module cache lacks what %s needs (%s): run go -C %s mod download", dir, lastLine(string(out), err), dir)
 		}
@@ -179,11 +179,20 @@ func buildGo(ctx context.Context, name, dir string) (string, error) {
 	bin := filepath.Join(dir, name+"-adapter")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	cmd.Env = goEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build in %s: %s", src, lastLine(string(out), err))
 	}
 	return bin, nil
+}
+
+// goEnv is the environment of the go commands that look for and build a Go
+// adapter, with extra added: no cgo (the adapters are pure Go), go.mod and
+// go.sum as they are (-mod=readonly), no version-control stamp (a checkout
+// without git, or one git distrusts, still builds), the user's GOFLAGS kept.
+func goEnv(extra ...string) []string {
+	flags := strings.TrimSpace(os.Getenv("GOFLAGS") + " -mod=readonly -buildvcs=false")
+	return append(os.Environ(), append(extra, "CGO_ENABLED=0", "GOFLAGS="+flags)...)
 }
 
 func firstLineOf(s string) string {

@@ -246,7 +246,7 @@ func TestFindingsReproduce(t *testing.T) {
 	} {
 		t.Run(c.doc, func(t *testing.T) {
 			dir := filepath.Join("..", "docs", "findings", c.module)
-			env := append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
+			env := append(os.Environ(), "GOPROXY=off", "GOFLAGS="+os.Getenv("GOFLAGS")+" -mod=readonly -buildvcs=false", "CGO_ENABLED=0")
 			list := exec.Command(goTool, "list", "-deps", c.program)
 			list.Dir, list.Env = dir, env
 			if out, err := list.CombinedOutput(); err != nil {
