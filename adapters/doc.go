@@ -16,9 +16,11 @@
 // anywhere runs them by name: Resolve writes a shipped adapter's scripts to
 // a private temporary folder and returns the program to run them with
 // (/usr/bin/python3 for PyTorch; node with NODE_PATH at an installed
-// onnxruntime-node; the binary go build makes of a Go module found in the
-// current folder or above), List names them (attnlab conform -list), and Start
-// takes a name or any command line (attnlab conform -exec).
+// onnxruntime-node). The Go modules are found in the current folder or
+// above, a checkout of attnlab, and built there with go build into such a
+// folder. List names them all (attnlab conform -list), with what is
+// missing for each, and Start takes a name or any command line (attnlab
+// conform -exec).
 //
 // The tests start each adapter through conform.Start and compare its
 // answers with attnlab's reference, and they skip when the adapter's
