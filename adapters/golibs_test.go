@@ -242,6 +242,7 @@ func TestFindingsReproduce(t *testing.T) {
 	for _, c := range []struct{ doc, module, program string }{
 		{"gomlx-mha-double-scale.md", "gomlx", "./double-scale"},
 		{"gomlx-mha-matrix-mask.md", "gomlx", "./matrix-mask"},
+		{"gomlx-simplego-unused-variable.md", "gomlx", "./unused-variable"},
 		{"spago-causal-chunk.md", "spago", "./causal-chunk"},
 	} {
 		t.Run(c.doc, func(t *testing.T) {
