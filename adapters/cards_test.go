@@ -7,19 +7,30 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/attnlab/attnlab/conform"
 )
 
-// cardCase is a shipped adapter, how to start it, and the card it must
-// measure.
+// cardCase is a shipped adapter, how to start it, what it needs
+// installed, and the card it must measure.
 type cardCase struct {
 	name, command string
-	torch         bool
+	needs         string       // "torch", or the npm package (as adapters/node/package.json names it)
 	want          conform.Card // the fields compared; Notes, NotMeasured and the ratio aside
 	conformant    bool
 }
+
+// npm packages of the Node adapters, as adapters/node/package.json names
+// them.
+const (
+	ortNode    = "onnxruntime-node"
+	ortNode124 = "onnxruntime-node-1.24"
+	ortNode127 = "onnxruntime-node-1.27"
+	ortWeb     = "onnxruntime-web"
+	tfjs       = "@tensorflow/tfjs"
+)
 
 // variants is c with the rows of an implementation of sinks, softcap and
 // ALiBi as docs/design.md §3.1 defines them.
@@ -38,44 +49,94 @@ func noVariants(c conform.Card) conform.Card {
 }
 
 var cardCases = []cardCase{
-	{"torch composite", pythonAdapter("torch_composite.py"), true,
+	{"torch composite", pythonAdapter("torch_composite.py"), "torch",
 		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), true},
-	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
+	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", "torch",
 		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), false},
-	{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
+	{"torch sdpa", pythonAdapter("torch_sdpa.py"), "torch",
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"torch mha", pythonAdapter("torch_mha.py"), true,
+	{"torch mha", pythonAdapter("torch_mha.py"), "torch",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention, cache", nodeAdapter("attention"), false,
+	{"ort attention, cache", nodeAdapter("attention"), ortNode,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
+	{"ort attention, no cache", nodeAdapter("attention --no-cache"), ortNode,
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort gqa", nodeAdapter("gqa"), false,
+	{"ort gqa", nodeAdapter("gqa"), ortNode,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// com.microsoft MultiHeadAttention: with past inputs the causal chunk is
+	// bottom-right; without them and N > M, the last query row sees every
+	// key while the others are top-left (docs/findings/ort-mha-unidirectional-last-row.md).
+	// A fully masked row adds mask_filter_value (-10000) to every score:
+	// the row is the unmasked attention ("other").
+	{"ort mha, cache", nodeAdapter("mha"), ortNode,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort mha, no cache", nodeAdapter("mha --no-cache"), ortNode,
+		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// the Attention op in earlier versions: a fully masked row is uniform
+	// in 1.24.3 and 1.27.0, zero in 1.30.0 (docs/findings/ort-attention-empty-row-drift.md)
+	{"ort attention 1.24, cache", nodeAdapter("attention --ort 1.24"), ortNode124,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort attention 1.27, cache", nodeAdapter("attention --ort 1.27"), ortNode127,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// onnxruntime-web, the WASM build of the same CPU kernels: the native
+	// 1.30 cards
+	{"ort web attention, cache", nodeAdapter("attention --wasm"), ortWeb,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web attention, no cache", nodeAdapter("attention --no-cache --wasm"), ortWeb,
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web gqa", nodeAdapter("gqa --wasm"), ortWeb,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web mha, cache", nodeAdapter("mha --wasm"), ortWeb,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web mha, no cache", nodeAdapter("mha --no-cache --wasm"), ortWeb,
+		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// TF.js MultiHeadAttention: Keras's top-left causal mask at every M,
+	// including one query after a cache; a fully masked row adds -1e9 to
+	// every score and is uniform
+	{"tfjs mha", nodeScript("tfjs_mha.js", ""), tfjs,
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 }
 
-// runCard measures c's card, skipping when its runtime is missing.
+// runCard measures c's card, skipping when its runtime is missing. The
+// report is measured once per test binary: TestCards and TestREADMECards
+// read the same run.
 func runCard(t *testing.T, c cardCase) *conform.Report {
 	t.Helper()
-	if c.torch {
+	if c.needs == "torch" {
 		needTorch(t)
 	} else {
-		needORT(t)
+		needNPM(t, c.needs)
+	}
+	if rep, ok := cardReports.Load(c.command); ok {
+		return rep.(*conform.Report)
 	}
 	a := start(t, c.command)
 	rep, err := conform.Run(context.Background(), a, "position")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cardReports.Store(c.command, rep)
 	return rep
 }
+
+var cardReports sync.Map // command → *conform.Report
 
 // TestCards runs attnlab conform's measurement on every real
 // implementation and checks its card: what each one does where kernels
@@ -132,8 +193,14 @@ var update = flag.Bool("update", false, "rewrite the README's table of conform c
 // every row is measured (go test ./adapters -run READMECards -update
 // writes them).
 func TestREADMECards(t *testing.T) {
-	if why := torchMissing() + ortMissing(); why != "" {
-		t.Skip("the table needs every adapter: " + why)
+	for _, c := range cardCases {
+		why := torchMissing()
+		if c.needs != "torch" {
+			why = npmMissing(c.needs)
+		}
+		if why != "" {
+			t.Skipf("the table needs every adapter: %s: %s", c.name, why)
+		}
 	}
 	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | sinks, softcap, ALiBi | checks | verdict |",
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|"}

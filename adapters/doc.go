@@ -5,13 +5,16 @@
 //   - python/: PyTorch adapters (torch_composite.py, torch_sdpa.py,
 //     torch_mha.py) on a shared protocol module, conform_io.py;
 //   - node/: ONNX Runtime's Attention and com.microsoft GroupQueryAttention
-//     ops, run by onnxruntime-node (ort_attention.js).
+//     and MultiHeadAttention ops, on onnxruntime-node 1.30.0, 1.27.0 and
+//     1.24.3 or onnxruntime-web (ort_attention.js), and TF.js's
+//     MultiHeadAttention layer (tfjs_mha.js), on a shared protocol module,
+//     conform_io.js.
 //
 // The scripts are embedded in the package, so that a binary installed
 // anywhere runs them by name: Resolve writes a shipped adapter's scripts to
 // a private temporary folder and returns the program to run them with
-// (/usr/bin/python3 for PyTorch; node with NODE_PATH at an installed
-// onnxruntime-node), List names them (attnlab conform -list), and Start
+// (/usr/bin/python3 for PyTorch; node with NODE_PATH at the install of the
+// adapter's npm package), List names them (attnlab conform -list), and Start
 // takes a name or any command line (attnlab conform -exec).
 //
 // The tests start each adapter through conform.Start and compare its
