@@ -21,6 +21,7 @@ var driftPairs = []struct{ a, b string }{
 	{"ort-attention-1.27", "ort-attention"},
 	{"attention --no-cache --ort 1.24", "attention --no-cache --ort 1.27"},
 	{"attention --no-cache --ort 1.27", "ort-attention-no-cache"},
+	{"attention --nonpad --ort 1.27", "attention --nonpad"},
 	{"mha --ort 1.24", "ort-mha"},
 	{"mha --no-cache --ort 1.24", "ort-mha-no-cache"},
 	{"ort-attention", "ort-web-attention"},

@@ -5,6 +5,7 @@
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention"
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention --opset 23"
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention --no-cache"
+//   attnlab conform -exec "node adapters/node/ort_attention.js attention --nonpad"
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention --ort 1.24"
 //   attnlab conform -exec "node adapters/node/ort_attention.js gqa --wasm"
 //   attnlab conform -exec "node adapters/node/ort_attention.js mha [--no-cache]"
@@ -32,7 +33,10 @@
 //   M >= N, all N keys are the new K and V and there is no past input). With
 //   --no-cache the keys always go in as K and V, never as past: the op's
 //   convention for a query sequence shorter than the key sequence without a
-//   cache, which is another code path than the cache's. A
+//   cache, which is another code path than the cache's. --nonpad is
+//   --no-cache with nonpad_kv_seqlen = N for every batch item (opset 24):
+//   the spec's input for a cache kept outside the op, K and V then being
+//   the whole cache. A
 //   "bool" mask [B,M,N] becomes the op's boolean attn_mask [B,1,M,N], whose
 //   convention (True = may attend) is attnlab's; is_causal is then 0.
 //   Forward only, float32 (the CPU kernel has float and float16), GQA
@@ -295,15 +299,19 @@ class ORTOp {
 }
 
 class Attention extends ORTOp {
-  constructor(rt, opset, cache) {
+  // cache: the keys before the chunk as past_key/past_value; nonpad (no
+  // cache): nonpad_kv_seqlen = N with every key as K and V
+  constructor(rt, opset, cache, nonpad) {
     super(rt);
     this.opset = opset;
     this.cache = cache;
+    this.nonpad = nonpad;
   }
 
   capabilities() {
+    const how = this.cache ? 'past_key/past_value for the cache' : this.nonpad ? 'no past inputs, nonpad_kv_seqlen' : 'no past inputs';
     return {
-      name: `ONNX Attention (opset ${this.opset}${this.cache ? ', past_key/past_value for the cache' : ', no past inputs'}), ${this.rt.label}`,
+      name: `ONNX Attention (opset ${this.opset}, ${how}), ${this.rt.label}`,
       version: this.version(),
       dtypes: ['float32'],
       gradients: false,
@@ -331,6 +339,7 @@ class Attention extends ORTOp {
           r.mask ? { name: 'attn_mask', elem: ELEM.bool, dims: [B, 1, M, N] } : null,
           past ? { name: 'past_key', elem: ELEM.float, dims: [B, Hkv, past, D] } : null,
           past ? { name: 'past_value', elem: ELEM.float, dims: [B, Hkv, past, Dv] } : null,
+          this.nonpad ? { name: 'nonpad_kv_seqlen', elem: ELEM.int64, dims: [B] } : null,
         ],
         outputs: past ? ['Y', 'present_key', 'present_value'] : ['Y'],
         attrs: { is_causal: r.causal ? 1 : 0, scale: r.scale !== undefined ? { float: r.scale } : undefined },
@@ -347,6 +356,7 @@ class Attention extends ORTOp {
       feeds.past_key = this.f32(rows(r.k, B * Hkv, N, D, 0, past), [B, Hkv, past, D]);
       feeds.past_value = this.f32(rows(r.v, B * Hkv, N, Dv, 0, past), [B, Hkv, past, Dv]);
     }
+    if (this.nonpad) feeds.nonpad_kv_seqlen = new this.rt.ort.Tensor('int64', new BigInt64Array(B).fill(BigInt(N)), [B]);
     const out = await session.run(feeds, ['Y']);
     return { o: { dtype: 'F32', shape: [B, Hq, M, Dv], data: Float32Array.from(out.Y.data) } };
   }
@@ -501,19 +511,23 @@ class MultiHeadAttention extends ORTOp {
 
 // ------------------------------------------------------------ main
 
-const USAGE = 'usage: node ort_attention.js attention [--opset 23|24] [--no-cache] | gqa | mha [--no-cache]; any of them [--ort 1.24|1.27|1.30 | --wasm]';
+const USAGE = 'usage: node ort_attention.js attention [--opset 23|24] [--no-cache | --nonpad] | gqa | mha [--no-cache]; any of them [--ort 1.24|1.27|1.30 | --wasm]';
 
 // build makes the adapter the arguments ask for.
 function build(argv) {
   const op = argv[0];
   let opset = 24;
   let cache = true;
+  let nonpad = false;
   let which = '1.30';
   let wasm = false;
   for (let i = 1; i < argv.length; i++) {
     const m = /^--(opset|ort)(?:=(.+))?$/.exec(argv[i]);
     if (argv[i] === '--no-cache' && (op === 'attention' || op === 'mha')) {
       cache = false;
+    } else if (argv[i] === '--nonpad' && op === 'attention') {
+      cache = false;
+      nonpad = true;
     } else if (argv[i] === '--wasm') {
       wasm = true;
     } else if (m && (m[1] === 'ort' || op === 'attention')) {
@@ -525,13 +539,14 @@ function build(argv) {
     }
   }
   if (opset !== 23 && opset !== 24) throw new Error(`--opset ${opset}: the Attention op exists in opsets 23 and 24\n${USAGE}`);
+  if (nonpad && opset !== 24) throw new Error(`--nonpad: nonpad_kv_seqlen came with opset 24\n${USAGE}`);
   if (!RUNTIMES[which] || which === 'wasm') throw new Error(`--ort ${which}: the versions installed side by side are 1.24, 1.27 and 1.30\n${USAGE}`);
   if (wasm && which !== '1.30') throw new Error(`--wasm with --ort ${which}: onnxruntime-web is installed at 1.30 only\n${USAGE}`);
   if (op === 'gqa' && which !== '1.30') {
     // "Unrecognized attribute: causal for operator GroupQueryAttention"
     throw new Error(`gqa --ort ${which}: the GroupQueryAttention of onnxruntime ${which} has no causal attribute, which this adapter sets; run it on 1.30`);
   }
-  const make = { attention: () => new Attention(rt, opset, cache), gqa: () => new GroupQueryAttention(rt), mha: () => new MultiHeadAttention(rt, cache) }[op];
+  const make = { attention: () => new Attention(rt, opset, cache, nonpad), gqa: () => new GroupQueryAttention(rt), mha: () => new MultiHeadAttention(rt, cache) }[op];
   if (!make) throw new Error(USAGE);
   const rt = runtime(wasm ? 'wasm' : which);
   return make();
