@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/attnlab/attnlab/adapters"
 	"github.com/attnlab/attnlab/conform"
 )
 
@@ -127,11 +128,12 @@ func nodeScript(script, args string) string {
 	return strings.TrimSpace("node " + abs + " " + args)
 }
 
-// start starts an adapter for the test and closes it at the end, checking
-// that it exits 0 when its input is closed.
+// start starts an adapter for the test, a command line or a shipped
+// adapter's name, and closes it at the end, checking that it exits 0 when
+// its input is closed.
 func start(t testing.TB, command string) *conform.Adapter {
 	t.Helper()
-	a, err := conform.Start(context.Background(), command, 2*time.Minute)
+	a, err := adapters.Start(context.Background(), command, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

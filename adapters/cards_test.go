@@ -10,27 +10,20 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/attnlab/attnlab/adapters"
 	"github.com/attnlab/attnlab/conform"
 )
 
-// cardCase is a shipped adapter, how to start it, what it needs
-// installed, and the card it must measure.
+// cardCase is a shipped adapter, how to start it, and the card it must
+// measure.
 type cardCase struct {
-	name, command string
-	needs         string       // "torch", or the npm package (as adapters/node/package.json names it)
-	want          conform.Card // the fields compared; Notes, NotMeasured and the ratio aside
-	conformant    bool
+	name    string
+	command string // a command line, or a shipped adapter's name (started by name, as attnlab conform -exec NAME does)
+	torch   bool
+	want    conform.Card // the fields compared; Notes, NotMeasured and the ratio aside
+	// conformant is the verdict wanted
+	conformant bool
 }
-
-// npm packages of the Node adapters, as adapters/node/package.json names
-// them.
-const (
-	ortNode    = "onnxruntime-node"
-	ortNode124 = "onnxruntime-node-1.24"
-	ortNode127 = "onnxruntime-node-1.27"
-	ortWeb     = "onnxruntime-web"
-	tfjs       = "@tensorflow/tfjs"
-)
 
 // variants is c with the rows of an implementation of sinks, softcap and
 // ALiBi as docs/design.md §3.1 defines them.
@@ -49,69 +42,101 @@ func noVariants(c conform.Card) conform.Card {
 }
 
 var cardCases = []cardCase{
-	{"torch composite", pythonAdapter("torch_composite.py"), "torch",
+	{"torch composite", pythonAdapter("torch_composite.py"), true,
 		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), true},
-	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", "torch",
+	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
 		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), false},
-	{"torch sdpa", pythonAdapter("torch_sdpa.py"), "torch",
+	{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"torch mha", pythonAdapter("torch_mha.py"), "torch",
+	{"torch mha", pythonAdapter("torch_mha.py"), true,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention, cache", nodeAdapter("attention"), ortNode,
+	{"ort attention, cache", nodeAdapter("attention"), false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention, no cache", nodeAdapter("attention --no-cache"), ortNode,
+	{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort gqa", nodeAdapter("gqa"), ortNode,
+	{"ort gqa", nodeAdapter("gqa"), false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// masked_fill(-1e8) then softmax: a fully masked row is the mean of V,
+	// and its backward is that function's derivative
+	{"torchtext sdp", "torchtext-sdp", false,
+		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "uniform", EmptyRowAt: every("uniform"), EmptyRowBackwardConsistent: new(true),
+			PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// the causal flag panics at M ≠ N (refused: n/a); the logits are
+	// divided by √D twice (docs/findings/gomlx-mha-double-scale.md); the
+	// checks run under that scale and pass
+	{"gomlx mha", "gomlx-mha", false,
+		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "n/a", PaddingRows: "zero",
+			GQA: "unsupported", Scale: "1/D", WindowKeys: "n/a", ExtremeLogits: "ok"}), true},
+	// MaskedSoftmax gives a row with no visible key zeros, and a zero
+	// gradient that is the derivative of that
+	{"gomlx masked softmax", "gomlx-masked-softmax", false,
+		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "zero", EmptyRowAt: every("zero"), EmptyRowBackwardConsistent: new(true),
+			PaddingRows: "zero", GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// the causal mask by the query's index in the chunk, and off for a
+	// single query (docs/findings/spago-causal-chunk.md)
+	{"spago", "spago", false,
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// com.microsoft MultiHeadAttention: with past inputs the causal chunk is
 	// bottom-right; without them and N > M, the last query row sees every
 	// key while the others are top-left (docs/findings/ort-mha-unidirectional-last-row.md).
 	// A fully masked row adds mask_filter_value (-10000) to every score:
 	// the row is the unmasked attention ("other").
-	{"ort mha, cache", nodeAdapter("mha"), ortNode,
+	{"ort mha, cache", "ort-mha", false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort mha, no cache", nodeAdapter("mha --no-cache"), ortNode,
+	{"ort mha, no cache", "ort-mha-no-cache", false,
 		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// the Attention op in earlier versions: a fully masked row is uniform
-	// in 1.24.3 and 1.27.0, zero in 1.30.0 (docs/findings/ort-attention-empty-row-drift.md)
-	{"ort attention 1.24, cache", nodeAdapter("attention --ort 1.24"), ortNode124,
+	// in 1.24.3 and 1.27.0, zero in 1.30.0 (docs/findings/ort-attention-version-drift.md)
+	{"ort attention 1.24, cache", "ort-attention-1.24", false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention 1.27, cache", nodeAdapter("attention --ort 1.27"), ortNode127,
+	{"ort attention 1.27, cache", "ort-attention-1.27", false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// onnxruntime-web, the WASM build of the same CPU kernels: the native
 	// 1.30 cards
-	{"ort web attention, cache", nodeAdapter("attention --wasm"), ortWeb,
+	{"ort web attention, cache", "ort-web-attention", false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web attention, no cache", nodeAdapter("attention --no-cache --wasm"), ortWeb,
+	{"ort web attention, no cache", "ort-web-attention-no-cache", false,
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web gqa", nodeAdapter("gqa --wasm"), ortWeb,
+	{"ort web gqa", "ort-web-gqa", false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web mha, cache", nodeAdapter("mha --wasm"), ortWeb,
+	{"ort web mha, cache", "ort-web-mha", false,
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web mha, no cache", nodeAdapter("mha --no-cache --wasm"), ortWeb,
+	{"ort web mha, no cache", "ort-web-mha-no-cache", false,
 		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// TF.js MultiHeadAttention: Keras's top-left causal mask at every M,
 	// including one query after a cache; a fully masked row adds -1e9 to
 	// every score and is uniform
-	{"tfjs mha", nodeScript("tfjs_mha.js", ""), tfjs,
+	{"tfjs mha", "tfjs-mha", false,
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+}
+
+// cardMissing is why c's adapter cannot run here, or "".
+func cardMissing(c cardCase) string {
+	if s, ok := adapters.Lookup(c.command); ok {
+		return s.Missing()
+	}
+	if c.torch {
+		return torchMissing()
+	}
+	return ortMissing()
 }
 
 // runCard measures c's card, skipping when its runtime is missing. The
@@ -119,10 +144,8 @@ var cardCases = []cardCase{
 // read the same run.
 func runCard(t *testing.T, c cardCase) *conform.Report {
 	t.Helper()
-	if c.needs == "torch" {
-		needTorch(t)
-	} else {
-		needNPM(t, c.needs)
+	if why := cardMissing(c); why != "" {
+		t.Skipf("%s skipped: %s", c.name, why)
 	}
 	if rep, ok := cardReports.Load(c.command); ok {
 		return rep.(*conform.Report)
@@ -194,12 +217,8 @@ var update = flag.Bool("update", false, "rewrite the README's table of conform c
 // writes them).
 func TestREADMECards(t *testing.T) {
 	for _, c := range cardCases {
-		why := torchMissing()
-		if c.needs != "torch" {
-			why = npmMissing(c.needs)
-		}
-		if why != "" {
-			t.Skipf("the table needs every adapter: %s: %s", c.name, why)
+		if why := cardMissing(c); why != "" {
+			t.Skipf("the table needs every adapter; %s: %s", c.name, why)
 		}
 	}
 	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | sinks, softcap, ALiBi | checks | verdict |",
