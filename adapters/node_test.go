@@ -7,8 +7,12 @@
 package adapters_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -261,4 +265,47 @@ func maxAbsDiff(a, b []float64) float64 {
 		m = max(m, math.Abs(a[i]-b[i]))
 	}
 	return m
+}
+
+// TestNodeFindingsReproduce runs the reproduction script of each finding
+// in Node (docs/findings/*.js) from the repository's root and compares what
+// it prints with the output its write-up quotes; each exits 1 while the
+// behaviour it reports holds. It fails when the runtime changes what the
+// write-up says.
+func TestNodeFindingsReproduce(t *testing.T) {
+	for _, c := range []struct {
+		doc, script string
+		npm         []string
+	}{
+		{"ort-gqa-present-outputs.md", "ort-gqa-present-outputs.js", []string{ortNode}},
+		{"ort-mha-unidirectional-last-row.md", "ort-mha-unidirectional-last-row.js", []string{ortNode}},
+		{"ort-attention-version-drift.md", "ort-attention-version-drift.js", []string{ortNode, ortNode127, ortNode124}},
+		{"tfjs-mha-no-gradient.md", "tfjs-mha-no-gradient.js", []string{tfjs}},
+	} {
+		t.Run(c.doc, func(t *testing.T) {
+			for _, npm := range c.npm {
+				needNPM(t, npm)
+			}
+			doc, err := os.ReadFile(filepath.Join("..", "docs", "findings", c.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			command := "$ node docs/findings/" + c.script + "\n"
+			_, quoted, ok := strings.Cut(string(doc), "```text\n"+command)
+			quoted, _, ok2 := strings.Cut(quoted, "```")
+			if !ok || !ok2 {
+				t.Fatalf("%s quotes no output of %q", c.doc, strings.TrimSpace(command))
+			}
+			run := exec.Command("node", filepath.Join("docs", "findings", c.script))
+			run.Dir = ".."
+			out, err := run.Output()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Errorf("%s: %v, want exit status 1 (the behaviour reproduced)", c.script, err)
+			}
+			if string(out) != quoted {
+				t.Errorf("%s prints\n%s\n%s quotes\n%s", c.script, out, c.doc, quoted)
+			}
+		})
+	}
 }
