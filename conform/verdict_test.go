@@ -279,3 +279,63 @@ func TestDiff(t *testing.T) {
 		t.Error("requests at M ≠ N were sent to an implementation without a cache")
 	}
 }
+
+// failAt is an implementation whose plumbing fails at its call number at
+// (an adapter that crashed), or that cancels the run there; at 0 never.
+type failAt struct {
+	Implementation
+	at, calls int
+	cancel    func()
+}
+
+var errCrashed = errors.New("the adapter crashed")
+
+func (f *failAt) Attention(r *Request) (*Response, error) {
+	f.calls++
+	if f.calls == f.at {
+		if f.cancel != nil {
+			f.cancel()
+		} else {
+			return nil, errCrashed
+		}
+	}
+	if f.at > 0 && f.calls > f.at && f.cancel == nil {
+		panic("called after it failed")
+	}
+	return f.Implementation.Attention(r)
+}
+
+// TestRunStopsOnFailure: a failure of the implementation's plumbing, in
+// the card's probes, the comparison with the reference, the checks or the
+// variants' checks, stops the run with that error and no report; so does
+// a cancelled context.
+func TestRunStopsOnFailure(t *testing.T) {
+	whole := &failAt{Implementation: Reference()}
+	card, err := measureCard(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCard := whole.calls
+	if _, err := runChecks(context.Background(), &wrapped{impl: whole, caps: whole.Capabilities(), card: card}); err != nil {
+		t.Fatal(err)
+	}
+	total := whole.calls
+	for _, at := range []int{1, inCard / 2, inCard + 1, inCard + 3, (inCard + total) / 2, total - 3, total} {
+		f := &failAt{Implementation: Reference(), at: at}
+		rep, err := Run(context.Background(), f, AlignPosition)
+		if !errors.Is(err, errCrashed) || rep != nil {
+			t.Errorf("a crash at call %d of %d: report %v, error %v", at, total, rep != nil, err)
+		}
+	}
+	for _, at := range []int{inCard / 2, inCard + 3, (inCard + total) / 2} {
+		ctx, cancel := context.WithCancel(context.Background())
+		f := &failAt{Implementation: Reference(), at: at, cancel: cancel}
+		rep, err := Run(ctx, f, AlignPosition)
+		if !errors.Is(err, context.Canceled) || rep != nil {
+			t.Errorf("cancelled at call %d of %d: report %v, error %v", at, total, rep != nil, err)
+		}
+		if at > inCard && f.calls >= total {
+			t.Errorf("cancelled at call %d, it went on to the end (call %d of %d)", at, f.calls, total)
+		}
+	}
+}
