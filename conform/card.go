@@ -762,6 +762,11 @@ func (p *prober) window() (string, error) {
 	if !p.caps.Has(MaskWindow) {
 		return p.card.na("window_keys", "no window mask"), nil
 	}
+	if !p.caps.Has(MaskCausal) && !p.caps.Has(MaskPositions) {
+		// the window is measured on a causal pass: without a causal flag
+		// or positions the implementation cannot be asked one
+		return p.card.na("window_keys", "no causal flag and no positions: a causal window cannot be asked"), nil
+	}
 	const M, W = 6, 2
 	r := randomRequest(18, 1, 1, 1, M, M, 4)
 	r.Causal, r.Window = true, W
