@@ -1,11 +1,15 @@
 package conform
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/checks"
 )
 
 // TestRequestTranslation: how a configuration becomes a request under each
@@ -146,5 +150,136 @@ func TestDescribeConfig(t *testing.T) {
 	}
 	if !sameReason([]string{"configuration 1 (a): x", "configuration 2 (b): x"}) || sameReason([]string{"c 1 (a): x", "c 2 (b): y"}) {
 		t.Error("sameReason")
+	}
+}
+
+// TestCallTranslation: a configuration sent through call under each way an
+// implementation may differ from attnlab's conventions (no GQA, the
+// interleaved head mapping, no explicit scale and another default, no lse,
+// gradients added into what it is given) comes back as attnlab's
+// reference answers it: O and lse overwritten, the gradients added into
+// the buffers once.
+func TestCallTranslation(t *testing.T) {
+	cfg := func() *attention.Config {
+		return &attention.Config{B: 2, Hq: 4, Hkv: 2, M: 3, N: 5, D: 4, Dv: 3, Causal: true, Scale: 0.7}
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	fill := func(n int, v float64) []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = v
+			if math.IsNaN(v) {
+				x[i] = rnd.NormFloat64()
+			}
+		}
+		return x
+	}
+	c0 := cfg()
+	q, k, v, do := fill(c0.B*c0.Hq*c0.M*c0.D, math.NaN()), fill(c0.B*c0.Hkv*c0.N*c0.D, math.NaN()), fill(c0.B*c0.Hkv*c0.N*c0.Dv, math.NaN()), fill(c0.B*c0.Hq*c0.M*c0.Dv, math.NaN())
+	const before = 0.25 // what the gradient buffers hold before the call
+	ref := struct{ o, lse, dq, dk, dv []float64 }{fill(len(do), 0), fill(len(do)/c0.Dv, 0), fill(len(q), before), fill(len(k), before), fill(len(v), before)}
+	if err := checks.AttentionReference.Run(ref.o, ref.lse, ref.dq, ref.dk, ref.dv, q, k, v, do, c0); err != nil {
+		t.Fatal(err)
+	}
+	noScale := func(e *emul) { e.caps.Scale = false; e.scale = func(D int) float64 { return 1 / float64(D) } }
+	for _, tc := range []struct {
+		name string
+		impl Implementation
+		card *Card
+		sent func(r *Request) string // what the request must be ("" : right)
+	}{
+		{"as attnlab", plain("plain", nil), &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.Hkv, r.Scale, r.WantLSE, r.DQ0 == nil), "2 0.7 true true")
+		}},
+		{"no GQA", plain("mha", func(e *emul) { e.caps.GQA = false }), &Card{GQA: GQAUnsupported, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.Hkv, len(r.K), len(r.V), slices.Equal(r.K[:c0.N*c0.D], r.K[c0.N*c0.D:2*c0.N*c0.D])), fmt.Sprint(4, 2*len(k), 2*len(v), true))
+		}},
+		{"a head mapping conform cannot name", plain("other mapping", nil), &Card{GQA: AlignOther, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.Hkv), "4")
+		}},
+		{"interleaved", plain("interleaved", func(e *emul) { e.gqa = GQAInterleaved }), &Card{GQA: GQAInterleaved, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			// query head 1 (K/V head 0) goes to place 2, which reads K/V head 2 mod 2 = 0
+			hd := c0.M * c0.D
+			return want(fmt.Sprint(r.Hkv, slices.Equal(r.Q[2*hd:3*hd], q[hd:2*hd])), "2 true")
+		}},
+		{"no scale, 1/D by default", plain("1/D", noScale), &Card{GQA: GQAContiguous, Scale: ScaleInvD}, func(r *Request) string {
+			return want(fmt.Sprint(r.Scale, r.Q[0] == q[0]*0.7*4), "0 true")
+		}},
+		{"no scale, not measured yet", plain("1/√D", func(e *emul) { e.caps.Scale = false }), nil, func(r *Request) string {
+			return want(fmt.Sprint(r.Scale, math.Abs(r.Q[0]-q[0]*0.7*2) < 1e-15), "0 true")
+		}},
+		{"no lse", plain("no lse", func(e *emul) { e.caps.LSE = false }), &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.WantLSE), "false")
+		}},
+		{"adds into the gradients", Reference(), &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.DQ0[0], r.DK0[0], r.DV0[0]), "0.25 0.25 0.25")
+		}},
+		{"adds into the gradients, no GQA, no scale", mhaOnly{Reference()}, &Card{GQA: GQAUnsupported, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.DQ0 == nil, r.DK0 == nil, r.DV0 == nil, r.Hkv, r.Scale), "true true true 4 0")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{Implementation: tc.impl}
+			w := &wrapped{impl: rec, caps: tc.impl.Capabilities(), card: tc.card}
+			got := struct{ o, lse, dq, dk, dv []float64 }{fill(len(do), 9), fill(len(do)/c0.Dv, 9), fill(len(q), before), fill(len(k), before), fill(len(v), before)}
+			if err := w.call("float64", got.o, got.lse, got.dq, got.dk, got.dv, q, k, v, do, cfg()); err != nil || w.skip != "" {
+				t.Fatalf("%v (skip %q)", err, w.skip)
+			}
+			if len(rec.reqs) != 1 {
+				t.Fatalf("%d requests", len(rec.reqs))
+			}
+			if msg := tc.sent(rec.reqs[0]); msg != "" {
+				t.Errorf("request: %s", msg)
+			}
+			if !w.caps.LSE {
+				for i := range got.lse {
+					if !math.IsNaN(got.lse[i]) {
+						t.Fatalf("lse[%d] = %g without lse, want NaN", i, got.lse[i])
+					}
+				}
+				got.lse = ref.lse
+			}
+			for _, p := range []struct {
+				name      string
+				got, want []float64
+			}{{"o", got.o, ref.o}, {"lse", got.lse, ref.lse}, {"dq", got.dq, ref.dq}, {"dk", got.dk, ref.dk}, {"dv", got.dv, ref.dv}} {
+				if e := relDiff(p.got, p.want); !(e < 1e-12) {
+					t.Errorf("%s off by %.2g", p.name, e)
+				}
+			}
+		})
+	}
+}
+
+// TestCallRefusals: what an implementation cannot be asked is skipped with
+// the reason, an error response is the check's failure, and a failure of
+// its plumbing is fatal: no request is sent after it.
+func TestCallRefusals(t *testing.T) {
+	c := &attention.Config{B: 1, Hq: 1, Hkv: 1, M: 2, N: 2, D: 2, Dv: 2, Causal: true}
+	buf := func() []float64 { return make([]float64, 4) }
+	q, k, v, do := buf(), buf(), buf(), buf()
+	lse := make([]float64, 2)
+	fwd := &recorder{Implementation: plain("forward only", func(e *emul) { e.caps.Gradients = false })}
+	w := &wrapped{impl: fwd, caps: fwd.Capabilities()}
+	if err := w.call("float64", buf(), lse, buf(), buf(), buf(), q, k, v, do, c); err != errSkip || w.skip != "needs gradients" || !w.undeclared || len(fwd.reqs) != 0 {
+		t.Errorf("gradients of a forward-only implementation: %v, skip %q (undeclared %v), %d sent", err, w.skip, w.undeclared, len(fwd.reqs))
+	}
+	if err := w.call("float64", buf(), lse, nil, nil, nil, q, k, v, nil, c); err != nil || len(fwd.reqs) != 1 {
+		t.Errorf("its forward: %v, %d sent", err, len(fwd.reqs))
+	}
+	refusing := plain("refuses", func(e *emul) { e.refuse = func(*Request) bool { return true } })
+	w = &wrapped{impl: refusing, caps: refusing.Capabilities()}
+	if err := w.call("float64", buf(), lse, buf(), buf(), buf(), q, k, v, do, c); err == nil || err.Error() != "refused" || w.fatal != nil {
+		t.Errorf("an error response: %v (fatal %v), want the refusal, not fatal", err, w.fatal)
+	}
+	crashed := &failAt{Implementation: plain("crashes", nil), at: 1}
+	w = &wrapped{impl: crashed, caps: crashed.Capabilities()}
+	for range 2 {
+		if err := w.call("float64", buf(), lse, buf(), buf(), buf(), q, k, v, do, c); err != errCrashed || w.fatal != errCrashed {
+			t.Errorf("a crash: %v (fatal %v)", err, w.fatal)
+		}
+	}
+	if crashed.calls != 1 {
+		t.Errorf("%d requests, want none after the crash", crashed.calls)
 	}
 }
