@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -209,5 +210,17 @@ func TestWriteText(t *testing.T) {
 	rep.Verdict, rep.Why = NotConformant, []string{"check x fails", "a window of W sees W+1 keys"}
 	if got = text(rep); !strings.HasSuffix(got, "\nNOT CONFORMANT to the position contract: check x fails; a window of W sees W+1 keys\n") {
 		t.Errorf("not conformant:\n%s", got)
+	}
+}
+
+// TestRuleDocumented: docs/conform-protocol.md quotes the rule a report
+// states, word for word.
+func TestRuleDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/conform-protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "\n> "+Rule+"\n") {
+		t.Errorf("docs/conform-protocol.md does not quote the rule as a report states it:\n> %s", Rule)
 	}
 }
