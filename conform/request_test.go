@@ -161,7 +161,7 @@ func TestDescribeConfig(t *testing.T) {
 // the buffers once.
 func TestCallTranslation(t *testing.T) {
 	cfg := func() *attention.Config {
-		return &attention.Config{B: 2, Hq: 4, Hkv: 2, M: 3, N: 5, D: 4, Dv: 3, Causal: true, Scale: 0.7}
+		return &attention.Config{B: 2, Hq: 6, Hkv: 2, M: 3, N: 5, D: 4, Dv: 3, Causal: true, Scale: 0.7}
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	fill := func(n int, v float64) []float64 {
@@ -192,13 +192,14 @@ func TestCallTranslation(t *testing.T) {
 			return want(fmt.Sprint(r.Hkv, r.Scale, r.WantLSE, r.DQ0 == nil), "2 0.7 true true")
 		}},
 		{"no GQA", plain("mha", func(e *emul) { e.caps.GQA = false }), &Card{GQA: GQAUnsupported, Scale: ScaleInvSqrtD}, func(r *Request) string {
-			return want(fmt.Sprint(r.Hkv, len(r.K), len(r.V), slices.Equal(r.K[:c0.N*c0.D], r.K[c0.N*c0.D:2*c0.N*c0.D])), fmt.Sprint(4, 2*len(k), 2*len(v), true))
+			return want(fmt.Sprint(r.Hkv, len(r.K), len(r.V), slices.Equal(r.K[:c0.N*c0.D], r.K[c0.N*c0.D:2*c0.N*c0.D])), fmt.Sprint(6, 3*len(k), 3*len(v), true))
 		}},
 		{"a head mapping conform cannot name", plain("other mapping", nil), &Card{GQA: AlignOther, Scale: ScaleInvSqrtD}, func(r *Request) string {
-			return want(fmt.Sprint(r.Hkv), "4")
+			return want(fmt.Sprint(r.Hkv), "6")
 		}},
 		{"interleaved", plain("interleaved", func(e *emul) { e.gqa = GQAInterleaved }), &Card{GQA: GQAInterleaved, Scale: ScaleInvSqrtD}, func(r *Request) string {
-			// query head 1 (K/V head 0) goes to place 2, which reads K/V head 2 mod 2 = 0
+			// query head 1 (K/V head 0, second of its group of 3) goes to
+			// place 2, which reads K/V head 2 mod 2 = 0
 			hd := c0.M * c0.D
 			return want(fmt.Sprint(r.Hkv, slices.Equal(r.Q[2*hd:3*hd], q[hd:2*hd])), "2 true")
 		}},
@@ -215,7 +216,7 @@ func TestCallTranslation(t *testing.T) {
 			return want(fmt.Sprint(r.DQ0[0], r.DK0[0], r.DV0[0]), "0.25 0.25 0.25")
 		}},
 		{"adds into the gradients, no GQA, no scale", mhaOnly{Reference()}, &Card{GQA: GQAUnsupported, Scale: ScaleInvSqrtD}, func(r *Request) string {
-			return want(fmt.Sprint(r.DQ0 == nil, r.DK0 == nil, r.DV0 == nil, r.Hkv, r.Scale), "true true true 4 0")
+			return want(fmt.Sprint(r.DQ0 == nil, r.DK0 == nil, r.DV0 == nil, r.Hkv, r.Scale), "true true true 6 0")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,5 +282,70 @@ func TestCallRefusals(t *testing.T) {
 	}
 	if crashed.calls != 1 {
 		t.Errorf("%d requests, want none after the crash", crashed.calls)
+	}
+}
+
+// TestAgreesWithReferenceDetail: the comparison with the reference says
+// which configurations it ran and which tensors it compared, and why it
+// could not run the others: one reason for all of them said once.
+func TestAgreesWithReferenceDetail(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		impl   *emul
+		card   *Card
+		status string
+		detail string // the detail's beginning
+	}{
+		{"everything", plain("plain", nil), nil, Pass, "configurations 0, 1, 2, 3, 4 of 5: o, lse, dq, dk, dv equal the float64 reference's within 1e-09 (worst "},
+		{"forward and lse", plain("forward", func(e *emul) { e.caps.Gradients = false }), nil, Pass, "configurations 0, 1, 2, 3, 4 of 5: o, lse equal"},
+		{"gradients, no lse", plain("no lse", func(e *emul) { e.caps.LSE = false }), nil, Pass, "configurations 0, 1, 2, 3, 4 of 5: o, dq, dk, dv equal"},
+		{"float32, no cache", plain("f32", func(e *emul) { e.f32, e.caps.DTypes, e.caps.KVCache = true, []string{"float32"}, false }), nil, Pass,
+			"configurations 0, 1, 3, 4 of 5: o, lse, dq, dk, dv equal the float64 reference's within 1e-04 (worst "},
+		{"a default scale it cannot correct for", plain("0.3", func(e *emul) { e.caps.Scale = false }), &Card{Scale: "other"}, Skip,
+			"every configuration: needs a scale other than the default, which the implementation does not take, and its default (other) is not one conform can correct for"},
+		{"that, and no cache", plain("0.3", func(e *emul) { e.caps.Scale, e.caps.KVCache = false, false }), &Card{Scale: "other"}, Skip,
+			"configuration 0 (B=1 Hq=2 Hkv=2 M=7 N=7 D=5, causal): needs a scale other than the default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &wrapped{impl: tc.impl, caps: tc.impl.Capabilities(), card: tc.card}
+			res, err := agreesWithReference(w, "agrees-with-reference", referenceConfigs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tc.status || !strings.HasPrefix(res.Detail, tc.detail) || res.Undeclared {
+				t.Errorf("%s (undeclared %v): %s\nwant %s: %s…", res.Status, res.Undeclared, res.Detail, tc.status, tc.detail)
+			}
+		})
+	}
+}
+
+// TestSinkGradOfTheLastCall: the checks' dσ is the one the implementation
+// answered to the last call with sinks and dO, added into what the check
+// gives; asked of another call it panics (the check then fails).
+func TestSinkGradOfTheLastCall(t *testing.T) {
+	o, do := []float64{1, 2}, []float64{3, 4}
+	w := &wrapped{dsinks: []float64{0.5, -1}, sinkO: o, sinkDO: do}
+	dsinks := []float64{1, 1}
+	w.sinkGrad(dsinks, o, nil, do, nil)
+	if !slices.Equal(dsinks, []float64{1.5, 0}) {
+		t.Errorf("dsinks %v, want the answered [0.5 -1] added into [1 1]", dsinks)
+	}
+	for _, c := range []struct {
+		name  string
+		o, do []float64
+		ans   []float64
+	}{
+		{"another o", []float64{1, 2}, do, w.dsinks}, {"another dO", o, []float64{3, 4}, w.dsinks}, {"no dsinks answered", o, do, nil},
+		{"no o", nil, do, w.dsinks},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			w := &wrapped{dsinks: c.ans, sinkO: o, sinkDO: do}
+			w.sinkGrad([]float64{0, 0}, c.o, nil, c.do, nil)
+		})
 	}
 }
