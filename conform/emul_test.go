@@ -13,7 +13,7 @@ import (
 // backward or forward. conform must tell each of these apart.
 type emul struct {
 	caps   Capabilities
-	align  string              // AlignPosition (DESIGN §2), AlignTopLeft; "top-left-decode-off": top-left, no mask at M = 1; "slots": by slot index, positions ignored
+	align  string              // AlignPosition (DESIGN §2), AlignTopLeft; "top-left-decode-off": top-left, no mask at M = 1; "slots": by slot index, positions ignored; "none": the causal flag ignored
 	gqa    string              // GQAContiguous or GQAInterleaved
 	scale  func(D int) float64 // the default scale; nil: 1/√D
 	empty  string              // EmptyError, EmptyZero, EmptyNaN, EmptyUniform
@@ -124,7 +124,7 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 		if e.align == "slots" {
 			qp, kp = r.N-r.M+i, j
 		}
-		if r.Causal {
+		if r.Causal && e.align != "none" {
 			switch e.align {
 			case AlignTopLeft:
 				if j > i {

@@ -132,6 +132,12 @@ func TestVerdictOfKnownImplementations(t *testing.T) {
 			func(c *Card) string {
 				return want(c.CausalMLtN, AlignBottomRight) + want(fmt.Sprint(strings.HasPrefix(c.CacheLayouts["out-of-order"], "o differs")), "true")
 			}, nil},
+		// the causal flag ignored: every query reads every key, which no
+		// alignment is
+		{plain("causal flag ignored", func(e *emul) { e.align = "none"; e.caps.Masks = []string{MaskCausal, MaskBool} }), NotConformant,
+			func(c *Card) string {
+				return want(c.CausalMLtN, AlignOther) + want(c.CausalMGtN, AlignOther) + want(c.CausalM1, AlignPosition)
+			}, nil},
 		// positions and no causal flag: the rule is in the positions
 		{plain("positions, no causal flag", func(e *emul) { e.caps.Masks = []string{MaskPositions, MaskValidity, MaskSegments, MaskWindow} }), Conformant,
 			func(c *Card) string {
