@@ -134,6 +134,14 @@ func misbehave(how string) int {
 	case "nohello":
 		os.Stdout.Write([]byte("not a frame at all"))
 		return 0
+	case "longcaps": // capabilities that are not JSON, and long
+		h := safetensors.New()
+		h.Metadata = map[string]string{"op": "hello", "capabilities": `{"name":"` + strings.Repeat("x", 200)}
+		write(h)
+		read()
+		return 0
+	case "dsinks": // declares gradients and sinks, and answers dsinks whatever it is asked
+		caps = `{"name":"dsinks","version":"0","dtypes":["float64"],"gradients":true,"lse":false,"gqa":false,"masks":["causal"],"kv_cache":false,"scale":false,"sinks":true}`
 	}
 	h := safetensors.New()
 	h.Metadata = map[string]string{"op": "hello", "capabilities": caps}
@@ -167,6 +175,16 @@ func misbehave(how string) int {
 	case "extra": // the answer, and a tensor nobody asked for
 		out.SetF64("o", shape, q)
 		out.SetF64("junk", []int{1}, []float64{0})
+	case "dsinks":
+		out.SetF64("o", shape, q)
+		if _, ok := req.Tensors["do"]; ok {
+			k, kshape, _ := req.Float64("k")
+			v, vshape, _ := req.Float64("v")
+			out.SetF64("dq", shape, q)
+			out.SetF64("dk", kshape, k)
+			out.SetF64("dv", vshape, v)
+		}
+		out.SetF64("dsinks", []int{shape[1]}, make([]float64, shape[1]))
 	}
 	write(out)
 	read()
@@ -346,6 +364,32 @@ func TestAdapterFailures(t *testing.T) {
 				t.Error("a second request to a failed adapter: no error")
 			}
 		})
+	}
+	// dsinks answered to a request without sinks, or without do, is a
+	// tensor nobody asked for
+	for _, edit := range []func(r *Request){
+		func(r *Request) { r.DO = make([]float64, len(r.Q)) },
+		func(r *Request) { r.Sinks = []float64{0.5} },
+	} {
+		a, err := startTestAdapter(t, "misbehave:dsinks", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := randomRequest(1, 1, 1, 1, 2, 2, 4)
+		r.DType, r.DO = "float64", nil
+		edit(r)
+		if _, err := a.Attention(r); err == nil || !strings.Contains(err.Error(), `unknown tensor "dsinks"`) {
+			t.Errorf("dsinks to a request with do %v, sinks %v: %v, want a failure naming it", r.DO != nil, r.Sinks != nil, err)
+		}
+		a.Close()
+	}
+	// capabilities that are not JSON are quoted, abbreviated
+	if _, err := startTestAdapter(t, "misbehave:longcaps", 2*time.Second); err == nil ||
+		!strings.Contains(err.Error(), `capabilities "{\"name\":\"`+strings.Repeat("x", 77-9)+`..."`) {
+		t.Errorf("long capabilities that are not JSON: %v, want them quoted, cut at 80 characters", err)
+	}
+	if _, err := Start(context.Background(), " \t ", time.Second); err == nil || err.Error() != "conform: -exec is empty" {
+		t.Errorf("an empty command: %v", err)
 	}
 	for _, how := range []string{"badcaps", "nohello"} {
 		if a, err := startTestAdapter(t, "misbehave:"+how, 2*time.Second); err == nil || !strings.Contains(err.Error(), "hello") {
