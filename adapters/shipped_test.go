@@ -14,16 +14,25 @@ import (
 
 // shippedNames are the names attnlab conform -exec takes, as the README
 // lists them.
-var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa"}
+var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa",
+	"torchtext-sdp", "gomlx-mha", "gomlx-masked-softmax", "spago"}
 
 func TestList(t *testing.T) {
 	var names []string
 	for _, s := range adapters.List() {
 		names = append(names, s.Name)
-		if s.Runs == "" || !strings.HasPrefix(s.Command(), adapters.Python+" adapters/python/") && !strings.HasPrefix(s.Command(), "node adapters/node/") {
-			t.Errorf("%s: runs %q, command %q", s.Name, s.Runs, s.Command())
+		cmd := s.Command()
+		script := strings.Fields(cmd)[1]
+		if strings.HasPrefix(cmd, "go -C adapters/") {
+			// a Go module of its own, run with go run in its folder
+			script = strings.Fields(cmd)[2] + "/go.mod"
+		} else if !strings.HasPrefix(cmd, adapters.Python+" adapters/python/") && !strings.HasPrefix(cmd, "node adapters/node/") {
+			t.Errorf("%s: command %q", s.Name, cmd)
 		}
-		if _, err := os.Stat(strings.Fields(s.Command())[1][len("adapters/"):]); err != nil {
+		if s.Runs == "" {
+			t.Errorf("%s: runs nothing", s.Name)
+		}
+		if _, err := os.Stat(script[len("adapters/"):]); err != nil {
 			t.Errorf("%s: its script is not in the repository: %v", s.Name, err)
 		}
 	}
@@ -50,6 +59,21 @@ func TestResolveEveryName(t *testing.T) {
 			continue
 		}
 		words := strings.Fields(s.Command())
+		if words[0] == "go" {
+			// built from its module into a private folder
+			dir := filepath.Dir(p.Argv[0])
+			if fi, err := os.Stat(p.Argv[0]); err != nil || fi.Mode()&0o100 == 0 || p.Name != s.Name || !slices.Equal(p.Argv[1:], words[5:]) {
+				t.Errorf("%s: program %q %q (%v)", s.Name, p.Name, p.Argv, err)
+			}
+			if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("%s: folder %s: %v, want a private one", s.Name, dir, err)
+			}
+			p.Cleanup()
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s: cleanup left %s (%v)", s.Name, dir, err)
+			}
+			continue
+		}
 		want := filepath.Join("python", filepath.Base(words[1]))
 		interp := adapters.Python
 		if strings.HasPrefix(words[1], "adapters/node/") {
