@@ -284,6 +284,14 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 			}
 		}
 	}
+	if e.caps.Accumulates && back {
+		// it adds its gradients into those it is given
+		for _, p := range []struct{ dst, src []float64 }{{out.DQ, r.DQ0}, {out.DK, r.DK0}, {out.DV, r.DV0}} {
+			for i := range p.src {
+				p.dst[i] += p.src[i]
+			}
+		}
+	}
 	if e.jitter {
 		if e.rnd == nil {
 			e.rnd = rand.New(rand.NewPCG(1, 2))

@@ -176,8 +176,9 @@ func TestCallTranslation(t *testing.T) {
 	}
 	c0 := cfg()
 	q, k, v, do := fill(c0.B*c0.Hq*c0.M*c0.D, math.NaN()), fill(c0.B*c0.Hkv*c0.N*c0.D, math.NaN()), fill(c0.B*c0.Hkv*c0.N*c0.Dv, math.NaN()), fill(c0.B*c0.Hq*c0.M*c0.Dv, math.NaN())
-	const before = 0.25 // what the gradient buffers hold before the call
-	ref := struct{ o, lse, dq, dk, dv []float64 }{fill(len(do), 0), fill(len(do)/c0.Dv, 0), fill(len(q), before), fill(len(k), before), fill(len(v), before)}
+	// what the gradient buffers hold before the call
+	dq0, dk0, dv0 := fill(len(q), math.NaN()), fill(len(k), math.NaN()), fill(len(v), math.NaN())
+	ref := struct{ o, lse, dq, dk, dv []float64 }{fill(len(do), 0), fill(len(do)/c0.Dv, 0), slices.Clone(dq0), slices.Clone(dk0), slices.Clone(dv0)}
 	if err := checks.AttentionReference.Run(ref.o, ref.lse, ref.dq, ref.dk, ref.dv, q, k, v, do, c0); err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +213,14 @@ func TestCallTranslation(t *testing.T) {
 		{"no lse", plain("no lse", func(e *emul) { e.caps.LSE = false }), &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
 			return want(fmt.Sprint(r.WantLSE), "false")
 		}},
+		{"interleaved, adds into the gradients", plain("interleaved +=", func(e *emul) { e.gqa, e.caps.Accumulates = GQAInterleaved, true }),
+			&Card{GQA: GQAInterleaved, Scale: ScaleInvSqrtD}, func(r *Request) string {
+				// the gradients to add into go with their heads
+				hd := c0.M * c0.D
+				return want(fmt.Sprint(r.Hkv, slices.Equal(r.DQ0[2*hd:3*hd], dq0[hd:2*hd]), slices.Equal(r.DK0, dk0), slices.Equal(r.DV0, dv0)), "2 true true true")
+			}},
 		{"adds into the gradients", Reference(), &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
-			return want(fmt.Sprint(r.DQ0[0], r.DK0[0], r.DV0[0]), "0.25 0.25 0.25")
+			return want(fmt.Sprint(slices.Equal(r.DQ0, dq0), slices.Equal(r.DK0, dk0), slices.Equal(r.DV0, dv0)), "true true true")
 		}},
 		{"adds into the gradients, no GQA, no scale", mhaOnly{Reference()}, &Card{GQA: GQAUnsupported, Scale: ScaleInvSqrtD}, func(r *Request) string {
 			return want(fmt.Sprint(r.DQ0 == nil, r.DK0 == nil, r.DV0 == nil, r.Hkv, r.Scale), "true true true 6 0")
@@ -222,7 +229,7 @@ func TestCallTranslation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{Implementation: tc.impl}
 			w := &wrapped{impl: rec, caps: tc.impl.Capabilities(), card: tc.card}
-			got := struct{ o, lse, dq, dk, dv []float64 }{fill(len(do), 9), fill(len(do)/c0.Dv, 9), fill(len(q), before), fill(len(k), before), fill(len(v), before)}
+			got := struct{ o, lse, dq, dk, dv []float64 }{fill(len(do), 9), fill(len(do)/c0.Dv, 9), slices.Clone(dq0), slices.Clone(dk0), slices.Clone(dv0)}
 			if err := w.call("float64", got.o, got.lse, got.dq, got.dk, got.dv, q, k, v, do, cfg()); err != nil || w.skip != "" {
 				t.Fatalf("%v (skip %q)", err, w.skip)
 			}
