@@ -56,6 +56,8 @@ func TestRequestTranslation(t *testing.T) {
 		{"window undeclared", []string{MaskCausal}, windowed(), "needs window masks", nil},
 		{"segments undeclared", []string{MaskCausal, MaskValidity}, segmented(), "needs segments masks", nil},
 		{"positions undeclared", []string{MaskCausal}, positioned(), "needs positions masks", nil},
+		{"query positions alone, undeclared", []string{MaskCausal}, func() *attention.Config { c := plain(); c.QPos = []int{0, 1, 2}; return c }(), "needs positions masks", nil},
+		{"key positions alone, undeclared", []string{MaskCausal}, func() *attention.Config { c := plain(); c.KPos = []int{0, 1, 2}; return c }(), "needs positions masks", nil},
 		{"two undeclared", []string{MaskCausal}, func() *attention.Config { c := padded(); c.Window = 2; return c }(), "needs validity, window masks", nil},
 		{"bool without validity, padding queries", []string{MaskBool}, padded(), "needs padding queries (validity)", nil},
 		{"bool, padding keys only", []string{MaskBool}, keyPadded(), "", func(t *testing.T, r *Request) {
@@ -153,6 +155,22 @@ func TestDescribeConfig(t *testing.T) {
 	}
 }
 
+// lseUndeclared declares no lse and answers one all the same: what it
+// does not declare is not read.
+type lseUndeclared struct{ *emul }
+
+func (l lseUndeclared) Capabilities() Capabilities {
+	c := l.emul.Capabilities()
+	c.LSE = false
+	return c
+}
+
+func (l lseUndeclared) Attention(r *Request) (*Response, error) {
+	q := *r
+	q.WantLSE = true
+	return l.emul.Attention(&q)
+}
+
 // TestCallTranslation: a configuration sent through call under each way an
 // implementation may differ from attnlab's conventions (no GQA, the
 // interleaved head mapping, no explicit scale and another default, no lse,
@@ -211,6 +229,9 @@ func TestCallTranslation(t *testing.T) {
 			return want(fmt.Sprint(r.Scale, math.Abs(r.Q[0]-q[0]*0.7*2) < 1e-15), "0 true")
 		}},
 		{"no lse", plain("no lse", func(e *emul) { e.caps.LSE = false }), &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
+			return want(fmt.Sprint(r.WantLSE), "false")
+		}},
+		{"no lse declared, one answered anyway", lseUndeclared{plain("lse anyway", nil)}, &Card{GQA: GQAContiguous, Scale: ScaleInvSqrtD}, func(r *Request) string {
 			return want(fmt.Sprint(r.WantLSE), "false")
 		}},
 		{"interleaved, adds into the gradients", plain("interleaved +=", func(e *emul) { e.gqa, e.caps.Accumulates = GQAInterleaved, true }),
