@@ -110,10 +110,13 @@ func TestRequestTranslation(t *testing.T) {
 
 // TestRequestCausalAlignment: with only the causal flag, a chunk is sent
 // only to an implementation whose card aligns it by position (or bottom
-// right, the same under default positions).
+// right, the same under default positions); M = N, or no causal mask,
+// is sent whatever the alignment.
 func TestRequestCausalAlignment(t *testing.T) {
 	chunk := &attention.Config{B: 1, Hq: 2, Hkv: 2, M: 2, N: 4, D: 2, Dv: 2, Causal: true}
 	wide := &attention.Config{B: 1, Hq: 2, Hkv: 2, M: 4, N: 2, D: 2, Dv: 2, Causal: true}
+	square := &attention.Config{B: 1, Hq: 2, Hkv: 2, M: 3, N: 3, D: 2, Dv: 2, Causal: true}
+	full := &attention.Config{B: 1, Hq: 2, Hkv: 2, M: 2, N: 4, D: 2, Dv: 2}
 	for _, tc := range []struct {
 		lt, gt string
 		c      *attention.Config
@@ -124,6 +127,9 @@ func TestRequestCausalAlignment(t *testing.T) {
 		{AlignTopLeft, AlignPosition, chunk, false},
 		{AlignTopLeft, AlignPosition, wide, true},
 		{AlignPosition, AlignTopLeft, wide, false},
+		// every alignment agrees at M = N, and without the causal flag
+		{AlignTopLeft, AlignTopLeft, square, true},
+		{AlignTopLeft, AlignTopLeft, full, true},
 	} {
 		w := &wrapped{caps: Capabilities{Name: "x", DTypes: []string{"float64"}, Masks: []string{MaskCausal}, Scale: true, GQA: true, KVCache: true},
 			card: &Card{CausalMLtN: tc.lt, CausalMGtN: tc.gt}}
