@@ -51,7 +51,8 @@ func TestVerdictOfKnownImplementations(t *testing.T) {
 		card    func(*Card) string // "" when the card is as expected
 		checks  map[string]string  // check → status
 	}{
-		{plain("attnlab's rule", nil), Conformant, nil, map[string]string{"agrees-with-reference": Pass, "gqa-equals-mha": Pass}},
+		{plain("attnlab's rule", nil), Conformant, nil,
+			map[string]string{"agrees-with-reference": Pass, "gqa-equals-mha": Pass, "accumulates": Skip, "conventions": Skip}},
 		// the interleaved mapping is reported, and the checks run under it
 		{plain("interleaved", func(e *emul) { e.gqa = GQAInterleaved }), Conformant,
 			func(c *Card) string { return want(c.GQA, GQAInterleaved) }, map[string]string{"gqa-equals-mha": Pass, "fd-elements": Pass}},
@@ -240,6 +241,13 @@ func TestVerdictOfKnownImplementations(t *testing.T) {
 			for name, st := range c.checks {
 				if got := status(rep, name); got.Status != st {
 					t.Errorf("%s: %s (%s), want %s", name, got.Status, got.Detail, st)
+				}
+			}
+			// attnlab's += contract and its convention parameter are not
+			// asked of an implementation that does not declare them
+			for name, declared := range map[string]bool{"accumulates": c.impl.caps.Accumulates, "conventions": c.impl.caps.Conventions} {
+				if got := status(rep, name); !declared && (got.Status != Skip || !got.Undeclared || !strings.HasPrefix(got.Detail, "not applicable: ")) {
+					t.Errorf("%s: %s (undeclared %v) %s, want not applicable", name, got.Status, got.Undeclared, got.Detail)
 				}
 			}
 			if rep.Rule != Rule {
