@@ -28,6 +28,14 @@ func TestMain(m *testing.M) {
 	if what := os.Getenv("ATTNLAB_TEST_ADAPTER"); what != "" {
 		os.Exit(serveForTest(what))
 	}
+	// The binary started as an adapter without being told what to serve
+	// (its environment lost on the way) must not run the tests again: each
+	// run would start another, without end.
+	if os.Getenv("ATTNLAB_CONFORM_TESTS_RUNNING") != "" {
+		fmt.Fprintln(os.Stderr, "conform's test binary started as an adapter without ATTNLAB_TEST_ADAPTER")
+		os.Exit(2)
+	}
+	os.Setenv("ATTNLAB_CONFORM_TESTS_RUNNING", "1")
 	os.Exit(m.Run())
 }
 
