@@ -162,11 +162,8 @@ func misbehave(how string) int {
 	switch how {
 	case "crash":
 		os.Exit(7)
-	case "blankline", "textline": // a stray line before a good answer
-		line := "\n"
-		if how == "textline" {
-			line = "loading weights\n"
-		}
+	case "blankline", "textline", "longline": // a stray line before a good answer
+		line := map[string]string{"blankline": "\n", "textline": "loading weights\n", "longline": longLine}[how]
 		os.Stdout.Write([]byte(line))
 		out.SetF64("o", shape, q)
 	case "hang":
@@ -198,6 +195,9 @@ func misbehave(how string) int {
 	read()
 	return 0
 }
+
+// longLine is a stray line of log that a misbehaving adapter prints.
+const longLine = "Some weights of the model checkpoint were not used when initializing\n"
 
 func startTestAdapter(t *testing.T, what string, timeout time.Duration) (*Adapter, error) {
 	t.Helper()
