@@ -663,6 +663,9 @@ func allOf(x []float64, f func(float64) bool) bool {
 func maxDiff(a, b []float64) float64 {
 	var m float64
 	for i := range a {
+		if a[i] == b[i] {
+			continue // equal infinities too
+		}
 		d := math.Abs(a[i] - b[i])
 		if math.IsNaN(d) {
 			return math.Inf(1)
@@ -672,15 +675,19 @@ func maxDiff(a, b []float64) float64 {
 	return m
 }
 
-// relDiff is max|a − b| over max(1, max|b|), infinite when a holds NaN or
-// Inf where b does not, or when the lengths differ.
+// relDiff is max|a − b| over max(1, the largest finite |b|): infinite
+// when a holds NaN, or an infinity b does not hold there, or when the
+// lengths differ. (Over max|b| itself, one infinity in b made every a
+// agree: Inf/Inf is NaN, and NaN > tol is false.)
 func relDiff(a, b []float64) float64 {
 	if len(a) != len(b) {
 		return math.Inf(1)
 	}
 	scale := 1.0
 	for _, v := range b {
-		scale = max(scale, math.Abs(v))
+		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+			scale = max(scale, math.Abs(v))
+		}
 	}
 	return maxDiff(a, b) / scale
 }
@@ -778,6 +785,11 @@ func (p *prober) scale() (string, error) {
 func (p *prober) window() (string, error) {
 	if !p.caps.Has(MaskWindow) {
 		return p.card.na("window_keys", "no window mask"), nil
+	}
+	if !p.caps.Has(MaskCausal) && !p.caps.Has(MaskPositions) {
+		// the window is measured on a causal pass: without a causal flag
+		// or positions the implementation cannot be asked one
+		return p.card.na("window_keys", "no causal flag and no positions: a causal window cannot be asked"), nil
 	}
 	const M, W = 6, 2
 	r := randomRequest(18, 1, 1, 1, M, M, 4)

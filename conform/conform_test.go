@@ -28,6 +28,14 @@ func TestMain(m *testing.M) {
 	if what := os.Getenv("ATTNLAB_TEST_ADAPTER"); what != "" {
 		os.Exit(serveForTest(what))
 	}
+	// The binary started as an adapter without being told what to serve
+	// (its environment lost on the way) must not run the tests again: each
+	// run would start another, without end.
+	if os.Getenv("ATTNLAB_CONFORM_TESTS_RUNNING") != "" {
+		fmt.Fprintln(os.Stderr, "conform's test binary started as an adapter without ATTNLAB_TEST_ADAPTER")
+		os.Exit(2)
+	}
+	os.Setenv("ATTNLAB_CONFORM_TESTS_RUNNING", "1")
 	os.Exit(m.Run())
 }
 
@@ -134,6 +142,14 @@ func misbehave(how string) int {
 	case "nohello":
 		os.Stdout.Write([]byte("not a frame at all"))
 		return 0
+	case "longcaps": // capabilities that are not JSON, and long
+		h := safetensors.New()
+		h.Metadata = map[string]string{"op": "hello", "capabilities": `{"name":"` + strings.Repeat("x", 200)}
+		write(h)
+		read()
+		return 0
+	case "dsinks": // declares gradients and sinks, and answers dsinks whatever it is asked
+		caps = `{"name":"dsinks","version":"0","dtypes":["float64"],"gradients":true,"lse":false,"gqa":false,"masks":["causal"],"kv_cache":false,"scale":false,"sinks":true}`
 	}
 	h := safetensors.New()
 	h.Metadata = map[string]string{"op": "hello", "capabilities": caps}
@@ -146,11 +162,8 @@ func misbehave(how string) int {
 	switch how {
 	case "crash":
 		os.Exit(7)
-	case "blankline", "textline": // a stray line before a good answer
-		line := "\n"
-		if how == "textline" {
-			line = "loading weights\n"
-		}
+	case "blankline", "textline", "longline": // a stray line before a good answer
+		line := map[string]string{"blankline": "\n", "textline": "loading weights\n", "longline": longLine}[how]
 		os.Stdout.Write([]byte(line))
 		out.SetF64("o", shape, q)
 	case "hang":
@@ -167,11 +180,24 @@ func misbehave(how string) int {
 	case "extra": // the answer, and a tensor nobody asked for
 		out.SetF64("o", shape, q)
 		out.SetF64("junk", []int{1}, []float64{0})
+	case "dsinks":
+		out.SetF64("o", shape, q)
+		if _, ok := req.Tensors["do"]; ok {
+			k, kshape, _ := req.Float64("k")
+			v, vshape, _ := req.Float64("v")
+			out.SetF64("dq", shape, q)
+			out.SetF64("dk", kshape, k)
+			out.SetF64("dv", vshape, v)
+		}
+		out.SetF64("dsinks", []int{shape[1]}, make([]float64, shape[1]))
 	}
 	write(out)
 	read()
 	return 0
 }
+
+// longLine is a stray line of log that a misbehaving adapter prints.
+const longLine = "Some weights of the model checkpoint were not used when initializing\n"
 
 func startTestAdapter(t *testing.T, what string, timeout time.Duration) (*Adapter, error) {
 	t.Helper()
@@ -346,6 +372,32 @@ func TestAdapterFailures(t *testing.T) {
 				t.Error("a second request to a failed adapter: no error")
 			}
 		})
+	}
+	// dsinks answered to a request without sinks, or without do, is a
+	// tensor nobody asked for
+	for _, edit := range []func(r *Request){
+		func(r *Request) { r.DO = make([]float64, len(r.Q)) },
+		func(r *Request) { r.Sinks = []float64{0.5} },
+	} {
+		a, err := startTestAdapter(t, "misbehave:dsinks", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := randomRequest(1, 1, 1, 1, 2, 2, 4)
+		r.DType, r.DO = "float64", nil
+		edit(r)
+		if _, err := a.Attention(r); err == nil || !strings.Contains(err.Error(), `unknown tensor "dsinks"`) {
+			t.Errorf("dsinks to a request with do %v, sinks %v: %v, want a failure naming it", r.DO != nil, r.Sinks != nil, err)
+		}
+		a.Close()
+	}
+	// capabilities that are not JSON are quoted, abbreviated
+	if _, err := startTestAdapter(t, "misbehave:longcaps", 2*time.Second); err == nil ||
+		!strings.Contains(err.Error(), `capabilities "{\"name\":\"`+strings.Repeat("x", 77-9)+`..."`) {
+		t.Errorf("long capabilities that are not JSON: %v, want them quoted, cut at 80 characters", err)
+	}
+	if _, err := Start(context.Background(), " \t ", time.Second); err == nil || err.Error() != "conform: -exec is empty" {
+		t.Errorf("an empty command: %v", err)
 	}
 	for _, how := range []string{"badcaps", "nohello"} {
 		if a, err := startTestAdapter(t, "misbehave:"+how, 2*time.Second); err == nil || !strings.Contains(err.Error(), "hello") {

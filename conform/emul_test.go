@@ -3,6 +3,7 @@ package conform
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // emul is attention of chosen semantics, written plainly as a kernel
@@ -12,19 +13,26 @@ import (
 // backward or forward. conform must tell each of these apart.
 type emul struct {
 	caps   Capabilities
-	align  string                // AlignPosition (DESIGN §2), AlignTopLeft; "top-left-decode-off": top-left, no mask at M = 1; "slots": by slot index, positions ignored
-	gqa    string                // GQAContiguous or GQAInterleaved
-	scale  func(D int) float64   // the default scale; nil: 1/√D
-	empty  string                // EmptyError, EmptyZero, EmptyNaN, EmptyUniform
-	wide   bool                  // a window of W sees W + 1 keys
-	f32    bool                  // computes in float32, whatever it is asked
-	fault  string                // "no-rowsum": dS = P ⊙ dP; "fwd-1pct": O 1 % off
-	refuse func(r *Request) bool // requests it refuses (an error response)
+	align  string              // AlignPosition (DESIGN §2), AlignTopLeft; "top-left-decode-off": top-left, no mask at M = 1; "slots": by slot index, positions ignored; "none": the causal flag ignored
+	gqa    string              // GQAContiguous or GQAInterleaved
+	scale  func(D int) float64 // the default scale; nil: 1/√D
+	empty  string              // EmptyError, EmptyZero, EmptyNaN, EmptyUniform
+	wide   bool                // a window of W sees W + 1 keys
+	wider  bool                // a window of W sees W + 2 keys
+	f32    bool                // computes in float32, whatever it is asked
+	out32  bool                // computes in float64 and rounds its answers to float32 when asked float32
+	jitter bool                // its output moves in the last bits from call to call (a reduction in no fixed order)
+	fault  string              // "no-rowsum": dS = P ⊙ dP; "fwd-1pct": O 1 % off; "fwd-1e-6": O 1e-6 off
+	// emptyBack "uniform": a zero empty row whose backward is that of
+	// uniform weights (O zeroed after the softmax, the backward left as it was)
+	emptyBack string
+	refuse    func(r *Request) bool // requests it refuses (an error response)
 	// emptyAt, when set, says what an empty row i gives, overriding empty
 	emptyAt func(i int) string
 	// maskBias, when not 0, masks by setting the score to it
 	// (masked_fill with a finite value) instead of leaving the key out
 	maskBias float64
+	rnd      *rand.Rand // the jitter's
 }
 
 // emulCaps are the capabilities of a plain implementation: float64,
@@ -43,7 +51,45 @@ func (e *emul) round(x float64) float64 {
 	return x
 }
 
+// undeclared names the first thing r asks that the capabilities do not
+// declare, "" for none: conform never sends such a request (the protocol
+// document says so), so an emul answers one with a failure.
+func (e *emul) undeclared(r *Request) string {
+	c := e.caps
+	for _, u := range []struct {
+		sent     bool
+		declared bool
+		what     string
+	}{
+		{true, c.HasDType(r.DType), "dtype " + r.DType},
+		{r.DO != nil, c.Gradients, "do (gradients)"},
+		{r.WantLSE, c.LSE, "want_lse"},
+		{r.Hkv != r.Hq, c.GQA, "Hkv ≠ Hq (gqa)"},
+		{r.M != r.N, c.KVCache, "M ≠ N (kv_cache)"},
+		{r.Scale != 0, c.Scale, "a scale"},
+		{r.Mask != nil, c.Has(MaskBool), "a boolean mask"},
+		{r.QPos != nil || r.KPos != nil, c.Has(MaskPositions), "positions"},
+		{r.QValid != nil || r.KValid != nil, c.Has(MaskValidity), "validity"},
+		{r.QSeg != nil || r.KSeg != nil, c.Has(MaskSegments), "segments"},
+		{r.Window != 0, c.Has(MaskWindow), "a window"},
+		{r.Causal, c.Has(MaskCausal) || c.Has(MaskPositions), "the causal flag"},
+		{r.Convention != "", c.Conventions, "a convention"},
+		{r.DQ0 != nil || r.DK0 != nil || r.DV0 != nil, c.Accumulates, "gradients to add into"},
+		{r.Sinks != nil, c.Sinks, "sinks"},
+		{r.Softcap != 0, c.Softcap, "softcap"},
+		{r.Alibi != nil, c.Alibi, "alibi_slopes"},
+	} {
+		if u.sent && !u.declared {
+			return u.what
+		}
+	}
+	return ""
+}
+
 func (e *emul) Attention(r *Request) (*Response, error) {
+	if u := e.undeclared(r); u != "" {
+		return nil, fmt.Errorf("%s: a request with %s, which it does not declare", e.caps.Name, u)
+	}
 	if e.refuse != nil && e.refuse(r) {
 		return &Response{Err: "refused"}, nil
 	}
@@ -78,7 +124,7 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 		if e.align == "slots" {
 			qp, kp = r.N-r.M+i, j
 		}
-		if r.Causal {
+		if r.Causal && e.align != "none" {
 			switch e.align {
 			case AlignTopLeft:
 				if j > i {
@@ -101,6 +147,9 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 			w := r.Window
 			if e.wide {
 				w++
+			}
+			if e.wider {
+				w += 2
 			}
 			if qp-kp >= w {
 				return false
@@ -147,6 +196,13 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 					empty = e.emptyAt(i)
 				}
 				if !any && e.maskBias == 0 {
+					if empty == EmptyZero && e.emptyBack == EmptyUniform && back {
+						for j := range r.N {
+							for d := range o {
+								out.DV[(g*r.N+j)*r.Dv+d] += r.DO[bhi*r.Dv+d] / float64(r.N)
+							}
+						}
+					}
 					switch empty {
 					case EmptyError, "":
 						return &Response{Err: fmt.Sprintf("batch %d row %d: no visible key", b, i)}, nil
@@ -155,6 +211,19 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 							o[d] = math.NaN()
 						}
 						out.LSE[bhi] = math.NaN()
+						// the NaN weights poison the backward of a loss on
+						// the row: dq of the row, and every dk, dv it reads
+						if back && !allOf(r.DO[bhi*r.Dv:(bhi+1)*r.Dv], func(x float64) bool { return x == 0 }) {
+							for d := range r.D {
+								out.DQ[bhi*r.D+d] = math.NaN()
+							}
+							for x := range r.N * r.D {
+								out.DK[g*r.N*r.D+x] = math.NaN()
+							}
+							for x := range r.N * r.Dv {
+								out.DV[g*r.N*r.Dv+x] = math.NaN()
+							}
+						}
 					case EmptyUniform: // an additive -1e9 mask: every key weighs 1/N
 						for j := range r.N {
 							for d := range o {
@@ -179,9 +248,14 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 						o[d] = e.round(o[d] + p[j]*r.V[(g*r.N+j)*r.Dv+d])
 					}
 				}
-				if e.fault == "fwd-1pct" {
+				switch e.fault {
+				case "fwd-1pct":
 					for d := range o {
 						o[d] *= 1.01
+					}
+				case "fwd-1e-6":
+					for d := range o {
+						o[d] *= 1 + 1e-6
 					}
 				}
 				if !back {
@@ -207,6 +281,29 @@ func (e *emul) Attention(r *Request) (*Response, error) {
 						out.DK[(g*r.N+j)*r.D+d] = e.round(out.DK[(g*r.N+j)*r.D+d] + ds*q[d])
 					}
 				}
+			}
+		}
+	}
+	if e.caps.Accumulates && back {
+		// it adds its gradients into those it is given
+		for _, p := range []struct{ dst, src []float64 }{{out.DQ, r.DQ0}, {out.DK, r.DK0}, {out.DV, r.DV0}} {
+			for i := range p.src {
+				p.dst[i] += p.src[i]
+			}
+		}
+	}
+	if e.jitter {
+		if e.rnd == nil {
+			e.rnd = rand.New(rand.NewPCG(1, 2))
+		}
+		for i := range out.O {
+			out.O[i] = e.round(out.O[i] * (1 + (2*e.rnd.Float64()-1)*0x1p-23))
+		}
+	}
+	if e.out32 && r.DType == "float32" {
+		for _, x := range [][]float64{out.O, out.LSE, out.DQ, out.DK, out.DV} {
+			for i := range x {
+				x[i] = float64(float32(x[i]))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -171,7 +172,8 @@ func TestAdapterExit(t *testing.T) {
 func TestMalformedFraming(t *testing.T) {
 	req := randomRequest(1, 1, 1, 1, 2, 2, 4)
 	req.DType = "float64"
-	for how, want := range map[string]string{"blankline": `it wrote "\n`, "textline": `it wrote "loading weights\n`} {
+	// a long line is quoted up to 64 bytes, all that is already waiting
+	for how, want := range map[string]string{"blankline": `it wrote "\n`, "textline": `it wrote "loading weights\n`, "longline": fmt.Sprintf("it wrote %q;", longLine[:64])} {
 		t.Run(how, func(t *testing.T) {
 			a, err := startTestAdapter(t, "misbehave:"+how, time.Minute)
 			if err != nil {

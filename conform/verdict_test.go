@@ -51,13 +51,18 @@ func TestVerdictOfKnownImplementations(t *testing.T) {
 		card    func(*Card) string // "" when the card is as expected
 		checks  map[string]string  // check → status
 	}{
-		{plain("attnlab's rule", nil), Conformant, nil, map[string]string{"agrees-with-reference": Pass, "gqa-equals-mha": Pass}},
+		{plain("attnlab's rule", nil), Conformant, nil,
+			map[string]string{"agrees-with-reference": Pass, "gqa-equals-mha": Pass, "accumulates": Skip, "conventions": Skip}},
 		// the interleaved mapping is reported, and the checks run under it
 		{plain("interleaved", func(e *emul) { e.gqa = GQAInterleaved }), Conformant,
 			func(c *Card) string { return want(c.GQA, GQAInterleaved) }, map[string]string{"gqa-equals-mha": Pass, "fd-elements": Pass}},
 		{plain("interleaved, no row-sum term", func(e *emul) { e.gqa = GQAInterleaved; e.fault = "no-rowsum" }), NotConformant,
 			nil, map[string]string{"ds-rowsum": Fail, "fd-elements": Fail}},
-		{plain("no row-sum term", func(e *emul) { e.fault = "no-rowsum" }), NotConformant, nil, map[string]string{"ds-rowsum": Fail}},
+		{plain("no row-sum term", func(e *emul) { e.fault = "no-rowsum" }), NotConformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(strings.HasPrefix(c.CacheLayouts["static"], "dq differs")), "true") +
+					want(fmt.Sprint(strings.Contains(c.ExtremeLogits, ": dq off by")), "true")
+			}, map[string]string{"ds-rowsum": Fail, "agrees-with-reference": Fail}},
 		{plain("forward 1 % off", func(e *emul) { e.fault = "fwd-1pct" }), NotConformant, nil, map[string]string{"agrees-with-reference": Fail}},
 		{plain("forward only, 1 % off", func(e *emul) { e.fault = "fwd-1pct"; e.caps.Gradients = false }), NotConformant, nil,
 			map[string]string{"agrees-with-reference": Fail}},
@@ -128,6 +133,100 @@ func TestVerdictOfKnownImplementations(t *testing.T) {
 			func(c *Card) string {
 				return want(c.CausalMLtN, AlignBottomRight) + want(fmt.Sprint(strings.HasPrefix(c.CacheLayouts["out-of-order"], "o differs")), "true")
 			}, nil},
+		// the causal flag ignored: every query reads every key, which no
+		// alignment is
+		{plain("causal flag ignored", func(e *emul) { e.align = "none"; e.caps.Masks = []string{MaskCausal, MaskBool} }), NotConformant,
+			func(c *Card) string {
+				return want(c.CausalMLtN, AlignOther) + want(c.CausalMGtN, AlignOther) + want(c.CausalM1, AlignPosition)
+			}, nil},
+		// positions and no causal flag: the rule is in the positions
+		{plain("positions, no causal flag", func(e *emul) { e.caps.Masks = []string{MaskPositions, MaskValidity, MaskSegments, MaskWindow} }), Conformant,
+			func(c *Card) string {
+				return want(c.CausalMLtN, AlignPosition) + want(c.CausalMGtN, AlignPosition) + want(c.CausalM1, AlignPosition) +
+					want(c.WindowKeys, WindowW) + want(c.ExtremeLogits, OK)
+			}, map[string]string{"chunked-equals-full": Pass}},
+		// a boolean mask and a window, no causal flag: a causal window
+		// cannot be asked, the checks go through the boolean mask
+		{plain("bool and window", func(e *emul) { e.caps.Masks = []string{MaskBool, MaskWindow} }), Conformant,
+			func(c *Card) string {
+				return want(c.CausalMLtN, NA) + want(c.WindowKeys, NA) + want(c.NotMeasured["window_keys"], "no causal flag and no positions: a causal window cannot be asked") +
+					want(c.NotMeasured["causal_m_lt_n"], "no causal flag and no positions: the causal alignment cannot be asked") + want(c.EmptyRow, EmptyError)
+			}, map[string]string{"agrees-with-reference": Pass, "chunked-equals-full": Pass}},
+		// positions without validity: no cache layouts, no padding rows
+		{plain("no validity", func(e *emul) { e.caps.Masks = []string{MaskCausal, MaskPositions} }), Conformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(c.CacheLayouts), "map[]") + want(c.NotMeasured["cache_layouts"], "needs kv_cache with positions and validity masks") +
+					want(c.PaddingRows, "unsupported")
+			}, nil},
+		// an explicit scale is taken, and the default is 1/D: the probes
+		// pass 1/√D and compare at it
+		{plain("takes a scale, default 1/D", func(e *emul) { e.scale = func(D int) float64 { return 1 / float64(D) } }), Conformant,
+			func(c *Card) string {
+				return want(c.Scale, ScaleInvD) + want(c.GQA, GQAContiguous) + want(c.ExtremeLogits, OK) + want(fmt.Sprint(c.CacheLayouts), "map[left-padded:ok out-of-order:ok static:ok]")
+			}, nil},
+		// a float64 forward 1e-6 off: the card's comparisons are at float64's precision
+		{plain("forward 1e-6 off", func(e *emul) { e.fault = "fwd-1e-6" }), NotConformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(strings.HasPrefix(c.CacheLayouts["static"], "o differs from the reference by ")), "true") +
+					want(fmt.Sprint(strings.HasPrefix(c.CacheLayouts["out-of-order"], "o differs from the reference by ")), "true") +
+					want(fmt.Sprint(strings.Contains(c.ExtremeLogits, ": o off by ")), "true")
+			}, map[string]string{"agrees-with-reference": Fail}},
+		// float32 only with an additive −1e4 mask: wrong at extreme
+		// logits, whatever float32's rounding allows there
+		{plain("float32 only, additive mask", func(e *emul) {
+			e.f32, e.caps.DTypes, e.maskBias, e.caps.Masks = true, []string{"float32"}, -1e4, []string{MaskCausal, MaskBool}
+		}), NotConformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(strings.HasPrefix(c.ExtremeLogits, "N = 65, scores near -1e+04: o off by")), "true")
+			}, nil},
+		// float64 arithmetic rounded to float32 at the end: more accurate
+		// than a plain float32 implementation
+		{plain("float32 answers of float64 arithmetic", func(e *emul) { e.out32 = true }), Conformant,
+			func(c *Card) string {
+				if c.Float32ErrorRatio == nil || !(*c.Float32ErrorRatio < 0.9) {
+					return fmt.Sprintf("float32 error ratio %v, want below 0.9", c.Float32ErrorRatio)
+				}
+				return ""
+			}, nil},
+		// a window of W + 2 keys matches neither convention
+		{plain("window of W+2", func(e *emul) { e.wider = true }), NotConformant,
+			func(c *Card) string {
+				return want(c.WindowKeys, AlignOther) + want(fmt.Sprint(slices.Contains(c.Notes, "window of 2: query 3 sees 4 keys")), "true")
+			}, nil},
+		// empty rows: the notes say where they differ, and whether the
+		// backward there is the forward's derivative
+		{plain("empty rows refused", nil), Conformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(c.EmptyRowBackwardConsistent), "<nil>") + want(strings.Join(c.Notes, "; "), emptyNotes+"empty row: batch 0 row 1: no visible key")
+			}, nil},
+		{plain("zero empty rows", func(e *emul) { e.empty = EmptyZero }), NotConformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(*c.EmptyRowBackwardConsistent), "true") + want(strings.Join(c.Notes, "; "), "")
+			}, nil},
+		{plain("uniform empty rows, backward", func(e *emul) { e.empty = EmptyUniform }), NotConformant,
+			func(c *Card) string { return want(fmt.Sprint(*c.EmptyRowBackwardConsistent), "true") }, nil},
+		{plain("zero empty rows, a uniform backward", func(e *emul) { e.empty, e.emptyBack = EmptyZero, EmptyUniform }), NotConformant,
+			func(c *Card) string {
+				return want(fmt.Sprint(*c.EmptyRowBackwardConsistent), "false") +
+					want(fmt.Sprint(slices.ContainsFunc(c.Notes, func(n string) bool { return strings.HasPrefix(n, "empty row backward: dv[0] = ") })), "true")
+			}, nil},
+		{plain("NaN empty rows", func(e *emul) { e.empty = EmptyNaN }), NotConformant,
+			func(c *Card) string {
+				// at M > N the rows before the first key are NaN: empty
+				// rows, not a sign of another alignment
+				return want(c.CausalMGtN, AlignPosition) + want(c.EmptyRow, EmptyNaN) + want(fmt.Sprint(c.EmptyRowBackwardConsistent), "<nil>") + want(strings.Join(c.Notes, "; "),
+					"empty row: the forward is NaN, so its backward cannot be its derivative; the backward of a loss on that row gives dq of the row NaN, dk NaN, dv NaN")
+			}, nil},
+		{plain("empty first row zero, notes", func(e *emul) {
+			e.emptyAt = func(i int) string {
+				if i == 0 {
+					return EmptyZero
+				}
+				return EmptyError
+			}
+		}), NotConformant, func(c *Card) string {
+			return want(strings.Join(c.Notes, "; "), emptyNotes+"empty row: batch 0 row 1: no visible key; empty row: error as the middle row, zero as the first")
+		}, nil},
 	} {
 		t.Run(c.impl.caps.Name, func(t *testing.T) {
 			rep := runOn(t, c.impl)
@@ -144,10 +243,35 @@ func TestVerdictOfKnownImplementations(t *testing.T) {
 					t.Errorf("%s: %s (%s), want %s", name, got.Status, got.Detail, st)
 				}
 			}
+			// attnlab's += contract and its convention parameter are not
+			// asked of an implementation that does not declare them
+			for name, declared := range map[string]bool{"accumulates": c.impl.caps.Accumulates, "conventions": c.impl.caps.Conventions} {
+				if got := status(rep, name); !declared && (got.Status != Skip || !got.Undeclared || !strings.HasPrefix(got.Detail, "not applicable: ")) {
+					t.Errorf("%s: %s (undeclared %v) %s, want not applicable", name, got.Status, got.Undeclared, got.Detail)
+				}
+			}
 			if rep.Rule != Rule {
 				t.Error("the report does not state its rule")
 			}
 		})
+	}
+}
+
+// emptyNotes is the note of the causal probe at M > N of an
+// implementation that refuses an empty row.
+const emptyNotes = "M = 6, N = 3: the first 3 queries see no key under the position rule; asked with them as padding; "
+
+// TestCardOfNoisyFloat32: float32 answers that move in the last bits from
+// call to call (a reduction in no fixed order) are not mistaken for a key
+// being read.
+func TestCardOfNoisyFloat32(t *testing.T) {
+	card, err := measureCard(plain("float32, not deterministic", func(e *emul) { e.f32, e.jitter, e.caps.DTypes = true, true, []string{"float32"} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := want(card.CausalMLtN, AlignPosition) + want(card.CausalMGtN, AlignPosition) + want(card.CausalM1, AlignPosition) +
+		want(card.WindowKeys, WindowW) + want(card.EmptyRow, EmptyError) + want(card.ExtremeLogits, OK); msg != "" {
+		t.Errorf("card: %s", msg)
 	}
 }
 
@@ -314,6 +438,67 @@ func TestRefusedWithinDeclaration(t *testing.T) {
 			if c := status(rep, name); c.Status != Skip || c.Undeclared || !strings.Contains(c.Detail, "declares and refused") {
 				t.Errorf("fault %q: check %s = %+v, want skipped as declared and refused", fault, name, c)
 			}
+		}
+	}
+}
+
+// failAt is an implementation whose plumbing fails at its call number at
+// (an adapter that crashed), or that cancels the run there; at 0 never.
+type failAt struct {
+	Implementation
+	at, calls int
+	cancel    func()
+}
+
+var errCrashed = errors.New("the adapter crashed")
+
+func (f *failAt) Attention(r *Request) (*Response, error) {
+	f.calls++
+	if f.calls == f.at {
+		if f.cancel != nil {
+			f.cancel()
+		} else {
+			return nil, errCrashed
+		}
+	}
+	if f.at > 0 && f.calls > f.at && f.cancel == nil {
+		panic("called after it failed")
+	}
+	return f.Implementation.Attention(r)
+}
+
+// TestRunStopsOnFailure: a failure of the implementation's plumbing, in
+// the card's probes, the comparison with the reference, the checks or the
+// variants' checks, stops the run with that error and no report; so does
+// a cancelled context.
+func TestRunStopsOnFailure(t *testing.T) {
+	whole := &failAt{Implementation: Reference()}
+	card, err := measureCard(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCard := whole.calls
+	if _, err := runChecks(context.Background(), &wrapped{impl: whole, caps: whole.Capabilities(), card: card}); err != nil {
+		t.Fatal(err)
+	}
+	total := whole.calls
+	// 1: the scale's probe; 2: the first of a visibility probe's
+	for _, at := range []int{1, 2, inCard / 2, inCard + 1, inCard + 3, (inCard + total) / 2, total - 3, total} {
+		f := &failAt{Implementation: Reference(), at: at}
+		rep, err := Run(context.Background(), f, AlignPosition)
+		if !errors.Is(err, errCrashed) || rep != nil {
+			t.Errorf("a crash at call %d of %d: report %v, error %v", at, total, rep != nil, err)
+		}
+	}
+	for _, at := range []int{inCard / 2, inCard + 3, (inCard + total) / 2} {
+		ctx, cancel := context.WithCancel(context.Background())
+		f := &failAt{Implementation: Reference(), at: at, cancel: cancel}
+		rep, err := Run(ctx, f, AlignPosition)
+		if !errors.Is(err, context.Canceled) || rep != nil {
+			t.Errorf("cancelled at call %d of %d: report %v, error %v", at, total, rep != nil, err)
+		}
+		if at > inCard && f.calls >= total {
+			t.Errorf("cancelled at call %d, it went on to the end (call %d of %d)", at, f.calls, total)
 		}
 	}
 }
