@@ -67,10 +67,14 @@ var cardCases = []cardCase{
 			PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// the causal flag panics at M ≠ N (refused: n/a); the logits are
 	// divided by √D twice (docs/findings/gomlx-mha-double-scale.md); the
-	// checks run under that scale and pass
+	// checks run under that scale and pass. It declares a cache and the
+	// causal flag and refuses them together (its causal flag demands
+	// M = N), so the checks that need a causal chunk cannot run: not
+	// established, not conformant
 	{"gomlx mha", "gomlx-mha",
 		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "n/a", PaddingRows: "zero",
-			GQA: "unsupported", Scale: "1/D", WindowKeys: "n/a", ExtremeLogits: "ok"}), true},
+			GQA: "unsupported", Scale: "1/D", WindowKeys: "n/a", ExtremeLogits: "ok",
+			Refused: []string{"causal_m_lt_n", "causal_m_gt_n", "causal_m_1"}}), false},
 	// MaskedSoftmax gives a row with no visible key zeros, and a zero
 	// gradient that is the derivative of that
 	{"gomlx masked softmax", "gomlx-masked-softmax",
