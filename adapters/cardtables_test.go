@@ -232,6 +232,16 @@ func anchor(text string) string {
 	return b.String()
 }
 
+// field is the card field key's value v, marked when the implementation
+// refused the probe of a field it declares what it needs for (the verdict is
+// then not established).
+func (rec cardRecord) field(key, v string) string {
+	if slices.Contains(rec.Card.Refused, key) {
+		return v + " (refused)"
+	}
+	return v
+}
+
 // heading is the section heading of a row: its -exec or -impl argument.
 func (rec cardRecord) heading() string {
 	if rec.Adapter != "" {
@@ -322,8 +332,9 @@ func compactTable(records []cardRecord) string {
 	for _, rec := range records {
 		c := rec.Card
 		fmt.Fprintf(&b, "| [`%s`](docs/conform-cards.md#%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			rec.heading(), anchor(rec.heading()), cell(rec.Version), c.CausalMLtN, c.CausalMGtN, c.CausalM1, emptyCell(c),
-			c.GQA, c.Scale, c.WindowKeys, rec.checkCounts(false), rec.Verdict)
+			rec.heading(), anchor(rec.heading()), cell(rec.Version),
+			rec.field("causal_m_lt_n", c.CausalMLtN), rec.field("causal_m_gt_n", c.CausalMGtN), rec.field("causal_m_1", c.CausalM1), emptyCell(c),
+			c.GQA, rec.field("scale", c.Scale), rec.field("window_keys", c.WindowKeys), rec.checkCounts(false), rec.Verdict)
 	}
 	return b.String()
 }
@@ -340,7 +351,10 @@ func cardsMarkdown(records []cardRecord) string {
 One row per implementation, flag and version that attnlab conform checks:
 attnlab's own kernels and every adapter shipped in [adapters/](../adapters/README.md),
 each measured by the command in its first column, held to the default
-contract (position). The fields, their values and the verdict are explained
+contract (position). A field marked "(refused)" is one whose probe the
+implementation refused although it declares what the probe needs (the
+card's "refused" list): the verdict is then not established. The fields,
+their values and the verdict are explained
 in [conform-your-kernel.md](conform-your-kernel.md#reading-the-card); the
 protocol in [conform-protocol.md](conform-protocol.md). The same results,
 machine-readable, are in [conform-cards.json](conform-cards.json). All of it
@@ -364,10 +378,13 @@ the checks; the verdict.
 		c := rec.Card
 		cells := []string{
 			fmt.Sprintf("[`%s`](#%s)", rec.Command, anchor(rec.heading())), cell(rec.Version),
-			c.CausalMLtN, c.CausalMGtN, c.CausalM1,
-			c.EmptyRow, joinPlaces(c.EmptyRowAt, conform.EmptyRowPlaces), rec.backwardCell(),
-			c.PaddingRows, c.GQA, c.Scale, c.WindowKeys, cell(c.ExtremeLogits), cell(joinPlaces(c.CacheLayouts, cacheLayouts)), ratioCell(c),
-			c.Sinks, c.SinksEmptyRow, c.SinksGrad, c.Softcap, c.SoftcapOrder, c.Alibi, c.AlibiDistance,
+			rec.field("causal_m_lt_n", c.CausalMLtN), rec.field("causal_m_gt_n", c.CausalMGtN), rec.field("causal_m_1", c.CausalM1),
+			rec.field("empty_row", c.EmptyRow), joinPlaces(c.EmptyRowAt, conform.EmptyRowPlaces), rec.backwardCell(),
+			rec.field("padding_rows", c.PaddingRows), rec.field("gqa", c.GQA), rec.field("scale", c.Scale), rec.field("window_keys", c.WindowKeys),
+			cell(rec.field("extreme_logits", c.ExtremeLogits)), cell(rec.field("cache_layouts", joinPlaces(c.CacheLayouts, cacheLayouts))),
+			rec.field("float32_error_ratio", ratioCell(c)),
+			c.Sinks, rec.field("sinks_empty_row", c.SinksEmptyRow), rec.field("sinks_grad", c.SinksGrad), c.Softcap,
+			rec.field("softcap_order", c.SoftcapOrder), c.Alibi, rec.field("alibi_distance", c.AlibiDistance),
 			rec.checkCounts(true), rec.Verdict,
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
@@ -418,6 +435,9 @@ func writeSection(b *strings.Builder, rec cardRecord) {
 		for _, f := range fields {
 			fmt.Fprintf(b, "- `%s`: %s\n", f, rec.Card.NotMeasured[f])
 		}
+	}
+	if len(rec.Card.Refused) > 0 {
+		fmt.Fprintf(b, "\nRefused, although it declares what their probes need (so the verdict cannot rest on them): `%s`.\n", strings.Join(rec.Card.Refused, "`, `"))
 	}
 	if len(rec.Card.Notes) > 0 {
 		b.WriteString("\nNotes of the measurement:\n\n")
