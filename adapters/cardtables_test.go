@@ -447,28 +447,41 @@ func writeSection(b *strings.Builder, rec cardRecord) {
 	}
 	b.WriteString("\nChecks:\n\n")
 	var passed []string
-	undeclared := map[string][]string{} // reason → checks
-	var reasons []string
+	type group struct{ status, reason string }
+	byReason := map[group][]string{} // skipped or not declared, and why → the checks
+	var groups []group
 	for _, c := range rec.Checks {
 		switch c.Status {
 		case conform.Pass:
 			passed = append(passed, "`"+c.Name+"`")
 		case conform.Fail:
 			fmt.Fprintf(b, "- fail: `%s`: %s", c.Name, listItem(c.Reason))
-		case checkSkipped:
-			fmt.Fprintf(b, "- skipped, so the verdict is not established: `%s`: %s", c.Name, listItem(c.Reason))
 		default:
-			if undeclared[c.Reason] == nil {
-				reasons = append(reasons, c.Reason)
+			g := group{c.Status, c.Reason}
+			if byReason[g] == nil {
+				groups = append(groups, g)
 			}
-			undeclared[c.Reason] = append(undeclared[c.Reason], "`"+c.Name+"`")
+			byReason[g] = append(byReason[g], "`"+c.Name+"`")
 		}
 	}
+	// skipped checks first: they keep the verdict open
+	skippedFirst := func(g group) int {
+		if g.status == checkSkipped {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(groups, func(x, y group) int { return skippedFirst(x) - skippedFirst(y) })
 	if len(passed) > 0 {
 		fmt.Fprintf(b, "- pass (%d): %s\n", len(passed), strings.Join(passed, ", "))
 	}
-	for _, r := range reasons {
-		fmt.Fprintf(b, "- not declared (%d), %s: %s\n", len(undeclared[r]), r, strings.Join(undeclared[r], ", "))
+	for _, g := range groups {
+		what := "not declared"
+		if g.status == checkSkipped {
+			what = "skipped, so the verdict is not established"
+		}
+		checks := byReason[g]
+		fmt.Fprintf(b, "- %s (%d): %s: %s", what, len(checks), strings.Join(checks, ", "), listItem(g.reason))
 	}
 }
 
