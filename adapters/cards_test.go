@@ -3,9 +3,6 @@ package adapters_test
 import (
 	"cmp"
 	"context"
-	"flag"
-	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -18,10 +15,9 @@ import (
 // cardCase is a shipped adapter, how to start it, and the card it must
 // measure.
 type cardCase struct {
-	name    string
-	command string // a command line, or a shipped adapter's name (started by name, as attnlab conform -exec NAME does)
-	torch   bool
-	want    conform.Card // the fields compared; Notes, NotMeasured and the ratio aside
+	name string
+	exec string       // the shipped adapter's name, started as attnlab conform -exec NAME starts it
+	want conform.Card // the fields compared; Notes, NotMeasured and the ratio aside
 	// conformant is the verdict wanted
 	conformant bool
 }
@@ -43,30 +39,30 @@ func noVariants(c conform.Card) conform.Card {
 }
 
 var cardCases = []cardCase{
-	{"torch composite", pythonAdapter("torch_composite.py"), true,
+	{"torch composite", "torch-composite",
 		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "error", EmptyRowAt: every("error"), PaddingRows: "zero",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), true},
-	{"torch composite, plain", pythonAdapter("torch_composite.py") + " --plain", true,
+	{"torch composite, plain", "torch-composite-plain",
 		variants(conform.Card{CausalMLtN: "position", CausalMGtN: "position", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "zero",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "W", ExtremeLogits: "ok", CacheLayouts: layoutsOK}), false},
-	{"torch sdpa", pythonAdapter("torch_sdpa.py"), true,
+	{"torch sdpa", "torch-sdpa",
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"torch mha", pythonAdapter("torch_mha.py"), true,
+	{"torch mha", "torch-mha",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "bottom-right", CausalM1: "position", EmptyRow: "nan", EmptyRowAt: every("nan"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention, cache", nodeAdapter("attention"), false,
+	{"ort attention, cache", "ort-attention",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention, no cache", nodeAdapter("attention --no-cache"), false,
+	{"ort attention, no cache", "ort-attention-no-cache",
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort gqa", nodeAdapter("gqa"), false,
+	{"ort gqa", "ort-gqa",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// masked_fill(-1e8) then softmax: a fully masked row is the mean of V,
 	// and its backward is that function's derivative
-	{"torchtext sdp", "torchtext-sdp", false,
+	{"torchtext sdp", "torchtext-sdp",
 		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "uniform", EmptyRowAt: every("uniform"), EmptyRowBackwardConsistent: new(true),
 			PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// the causal flag panics at M ≠ N (refused: n/a); the logits are
@@ -75,18 +71,18 @@ var cardCases = []cardCase{
 	// causal flag and refuses them together (its causal flag demands
 	// M = N), so the checks that need a causal chunk cannot run: not
 	// established, not conformant
-	{"gomlx mha", "gomlx-mha", false,
+	{"gomlx mha", "gomlx-mha",
 		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "n/a", PaddingRows: "zero",
 			GQA: "unsupported", Scale: "1/D", WindowKeys: "n/a", ExtremeLogits: "ok",
 			Refused: []string{"causal_m_lt_n", "causal_m_gt_n", "causal_m_1"}}), false},
 	// MaskedSoftmax gives a row with no visible key zeros, and a zero
 	// gradient that is the derivative of that
-	{"gomlx masked softmax", "gomlx-masked-softmax", false,
+	{"gomlx masked softmax", "gomlx-masked-softmax",
 		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "zero", EmptyRowAt: every("zero"), EmptyRowBackwardConsistent: new(true),
 			PaddingRows: "zero", GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// the causal mask by the query's index in the chunk, and off for a
 	// single query (docs/findings/spago-causal-chunk.md)
-	{"spago", "spago", false,
+	{"spago", "spago",
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// com.microsoft MultiHeadAttention: with past inputs the causal chunk is
@@ -94,77 +90,75 @@ var cardCases = []cardCase{
 	// key while the others are top-left (docs/findings/ort-mha-unidirectional-last-row.md).
 	// A fully masked row adds mask_filter_value (-10000) to every score:
 	// the row is the unmasked attention ("other").
-	{"ort mha, cache", "ort-mha", false,
+	{"ort mha, cache", "ort-mha",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort mha, no cache", "ort-mha-no-cache", false,
+	{"ort mha, no cache", "ort-mha-no-cache",
 		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// the Attention op in earlier versions: a fully masked row is uniform
 	// in 1.24.3 and 1.27.0, zero in 1.30.0 (docs/findings/ort-attention-version-drift.md)
-	{"ort attention 1.24, cache", "ort-attention-1.24", false,
+	{"ort attention 1.24, cache", "ort-attention-1.24",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort attention 1.27, cache", "ort-attention-1.27", false,
+	{"ort attention 1.27, cache", "ort-attention-1.27",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// onnxruntime-web, the WASM build of the same CPU kernels: the native
 	// 1.30 cards
-	{"ort web attention, cache", "ort-web-attention", false,
+	{"ort web attention, cache", "ort-web-attention",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web attention, no cache", "ort-web-attention-no-cache", false,
+	{"ort web attention, no cache", "ort-web-attention-no-cache",
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web gqa", "ort-web-gqa", false,
+	{"ort web gqa", "ort-web-gqa",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
 			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web mha, cache", "ort-web-mha", false,
+	{"ort web mha, cache", "ort-web-mha",
 		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
-	{"ort web mha, no cache", "ort-web-mha-no-cache", false,
+	{"ort web mha, no cache", "ort-web-mha-no-cache",
 		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// TF.js MultiHeadAttention: Keras's top-left causal mask at every M,
 	// including one query after a cache; a fully masked row adds -1e9 to
 	// every score and is uniform
-	{"tfjs mha", "tfjs-mha", false,
+	{"tfjs mha", "tfjs-mha",
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 }
 
 // cardMissing is why c's adapter cannot run here, or "".
 func cardMissing(c cardCase) string {
-	if s, ok := adapters.Lookup(c.command); ok {
-		return s.Missing()
+	s, ok := adapters.Lookup(c.exec)
+	if !ok {
+		panic("adapters_test: no shipped adapter " + c.exec)
 	}
-	if c.torch {
-		return torchMissing()
-	}
-	return ortMissing()
+	return s.Missing()
 }
 
 // runCard measures c's card, skipping when its runtime is missing. The
-// report is measured once per test binary: TestCards and TestREADMECards
-// read the same run.
+// report is measured once per test binary: TestCards and
+// TestConformCards read the same run.
 func runCard(t *testing.T, c cardCase) *conform.Report {
 	t.Helper()
 	if why := cardMissing(c); why != "" {
 		t.Skipf("%s skipped: %s", c.name, why)
 	}
-	if rep, ok := cardReports.Load(c.command); ok {
+	if rep, ok := cardReports.Load(c.exec); ok {
 		return rep.(*conform.Report)
 	}
-	a := start(t, c.command)
+	a := start(t, c.exec)
 	rep, err := conform.Run(context.Background(), a, "position")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cardReports.Store(c.command, rep)
+	cardReports.Store(c.exec, rep)
 	return rep
 }
 
-var cardReports sync.Map // command → *conform.Report
+var cardReports sync.Map // shipped adapter's name → *conform.Report
 
 // TestCards runs attnlab conform's measurement on every real
 // implementation and checks its card: what each one does where kernels
@@ -223,102 +217,6 @@ func TestCards(t *testing.T) {
 			t.Logf("%s: %d calls in %.2f s; float32 error ratio %v; verdict %s because %v", rep.Implementation, rep.Calls, rep.Seconds, ratio(rep.Card), rep.Verdict, rep.Why)
 		})
 	}
-}
-
-var update = flag.Bool("update", false, "rewrite the README's table of conform cards from this run")
-
-// TestREADMECards compares the README's table of cards with this run's:
-// every row is measured (go test ./adapters -run READMECards -update
-// writes them).
-func TestREADMECards(t *testing.T) {
-	for _, c := range cardCases {
-		if why := cardMissing(c); why != "" {
-			t.Skipf("the table needs every adapter; %s: %s", c.name, why)
-		}
-	}
-	rows := []string{"| implementation | causal M < N | M > N | M = 1 | empty valid row | window | extreme logits | cache layouts | GQA | scale | sinks, softcap, ALiBi | checks | verdict |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|"}
-	ref, err := conform.Run(context.Background(), conform.Reference(), "position")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows = append(rows, tableRow("attnlab reference (`-impl reference`)", ref))
-	for _, c := range cardCases {
-		var rep *conform.Report
-		t.Run(c.name, func(t *testing.T) { rep = runCard(t, c) })
-		if rep == nil {
-			t.FailNow()
-		}
-		rows = append(rows, tableRow(rep.Implementation, rep))
-	}
-	want := strings.Join(rows, "\n") + "\n"
-	const begin, end = "<!-- conform cards: go test ./adapters -run READMECards -update -->\n", "<!-- end of conform cards -->"
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("README.md has no block between %q and %q", begin, end)
-	}
-	if *update {
-		if err := os.WriteFile("../README.md", []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got := s[i+len(begin) : j]; got != want {
-		t.Errorf("the README's table of cards is not this run's; go test ./adapters -run READMECards -update. Want:\n%s\ngot:\n%s", want, got)
-	}
-}
-
-// tableRow is one implementation's row of the README's table.
-func tableRow(name string, rep *conform.Report) string {
-	c := rep.Card
-	empty := c.EmptyRow
-	for _, place := range conform.EmptyRowPlaces {
-		if v, ok := c.EmptyRowAt[place]; ok && v != c.EmptyRow {
-			empty += fmt.Sprintf(" (%s row: %s)", place, v)
-		}
-	}
-	layouts := "n/a"
-	if c.CacheLayouts != nil {
-		var bad []string
-		for _, l := range []string{"static", "left-padded", "out-of-order"} {
-			if c.CacheLayouts[l] != conform.OK {
-				bad = append(bad, l+": "+c.CacheLayouts[l])
-			}
-		}
-		layouts = "all 3 ok"
-		if len(bad) > 0 {
-			layouts = strings.Join(bad, "; ")
-		}
-	}
-	var pass, fail, uncovered, skipped int
-	for _, ch := range rep.Checks {
-		switch {
-		case ch.Status == conform.Pass:
-			pass++
-		case ch.Status == conform.Fail:
-			fail++
-		case ch.Undeclared:
-			uncovered++
-		default:
-			skipped++
-		}
-	}
-	checks := fmt.Sprintf("%d pass, %d fail, %d not declared", pass, fail, uncovered)
-	if skipped > 0 {
-		checks += fmt.Sprintf(", %d not established", skipped)
-	}
-	variants := fmt.Sprintf("sinks %s (empty row %s, dσ %s); softcap %s (%s); ALiBi %s (by %s)", c.Sinks, c.SinksEmptyRow, c.SinksGrad,
-		c.Softcap, c.SoftcapOrder, c.Alibi, c.AlibiDistance)
-	if c.Sinks == conform.NotDeclared && c.Softcap == conform.NotDeclared && c.Alibi == conform.NotDeclared {
-		variants = "none declared"
-	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, c.CausalMLtN, c.CausalMGtN, c.CausalM1,
-		empty, c.WindowKeys, c.ExtremeLogits, layouts, c.GQA, c.Scale, variants, checks, rep.Verdict)
 }
 
 func ratio(c *conform.Card) any {

@@ -46,12 +46,12 @@ func init() {
 		return c
 	}
 	cardCases = append(cardCases,
-		cardCase{"ggml flash attn", "ggml-flash-attn", false, ggmlCard("zero"), false},
-		cardCase{"ggml softmax", "ggml-softmax", false, ggmlCard("nan"), false},
+		cardCase{"ggml flash attn", "ggml-flash-attn", ggmlCard("zero"), false},
+		cardCase{"ggml softmax", "ggml-softmax", ggmlCard("nan"), false},
 		// ollama's own Go KV cache builds the mask: causal by positions,
 		// and a window of W that shows W + 1 keys; it takes no boolean
 		// mask, validity or segments, so no empty row can be asked
-		cardCase{"ggml ollama mask", "ggml-ollama-mask", false, ollamaCard(), false})
+		cardCase{"ggml ollama mask", "ggml-ollama-mask", ollamaCard(), false})
 }
 
 func ollamaCard() conform.Card {

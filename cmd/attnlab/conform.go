@@ -16,17 +16,32 @@ var conformCmd = register(&command{
 	short: "run the lab's attention checks on another implementation and print its semantics card",
 	long: `Conform runs the lab's attention checks on an implementation that is not
 attnlab's: -exec starts an adapter process that speaks the protocol of
-docs/conform-protocol.md, either a shipped adapter by name (-list shows them:
-PyTorch, ONNX Runtime and TF.js adapters, embedded in attnlab and run from any
-folder) or any program with its arguments (a Go example is in
-examples/conform-go/); -impl picks one of attnlab's own kernels instead.
+docs/conform-protocol.md, either a shipped adapter by name or any program
+with its arguments; -impl picks one of attnlab's own kernels instead.
+
+The shipped adapters (-list names them and says whether each one's runtime
+is installed): PyTorch (composite attention, SDPA, MultiheadAttention),
+torchtext's ScaledDotProduct, ONNX Runtime (the Attention,
+GroupQueryAttention and MultiHeadAttention ops on onnxruntime-node 1.30 and
+onnxruntime-web's WASM build, Attention also on 1.27 and 1.24) and TF.js's
+MultiHeadAttention are embedded in attnlab and run from any folder; GoMLX
+and spaGO are Go modules of their own, built from a checkout of attnlab;
+ggml (llama.cpp's flash-attention and softmax paths, and the mask of
+ollama's KV cache) is a cgo program built once with
+(cd adapters/ggml && go run ./cmd/build). Their cards are in
+docs/conform-cards.md. To wrap your own kernel in Go, Python, Node or C
+(examples/conform-go, conform-python, conform-node, conform-c), read its
+card and fix what it finds, see docs/conform-your-kernel.md.
 
 It first measures the semantics card: where the causal diagonal sits for
-M < N (a chunk after a cache) and M > N (position, bottom-right, top-left,
-other); what a valid query row that sees no key gets (error, zero, nan,
-uniform, other) and whether the backward there is the derivative of that
-forward; what padding rows get; the GQA head mapping (contiguous,
-interleaved, unsupported); the default scale; and the float32 error against
+M < N (a chunk after a cache), M > N and M = 1 (position, bottom-right,
+top-left, other); what a valid query row that sees no key gets (error, zero,
+nan, uniform, other), as the first, a middle, the last row and in a leading
+block, and whether the backward there is the derivative of that forward;
+what padding rows get; the GQA head mapping (contiguous, interleaved,
+unsupported); the default scale; how many keys a window of W shows (W,
+W+1); whether extreme logits and three cache layouts give the reference's
+answers; and the float32 error against
 attnlab's float64 reference over that of a plain float32 implementation;
 and for sinks, softcap and ALiBi (docs/design.md §3.1) whether each is
 supported or not declared, then: with sinks, what a valid row with no

@@ -13,13 +13,17 @@ import (
 
 // TestConformList: -list prints every shipped adapter, one a line, with
 // whether its runtime is here (missing ones say what to install) and what
-// it runs.
+// it runs, then where the guide to one's own kernel is.
 func TestConformList(t *testing.T) {
 	code, stdout, stderr := attnlab(t, "conform", "-list")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	table, footer, _ := strings.Cut(stdout, "\n\n")
+	if footer != listFooter+"\n" || !strings.Contains(footer, "docs/conform-your-kernel.md") {
+		t.Errorf("-list ends with %q, want the way to one's own kernel", footer)
+	}
+	lines := strings.Split(table, "\n")
 	var names []string
 	for i, s := range adapters.List() {
 		names = append(names, s.Name)
@@ -82,5 +86,33 @@ func TestConformByNameElsewhere(t *testing.T) {
 	code, _, stderr := attnlab(t, "conform", "-exec", "ort-gqa")
 	if code != 3 || !regexp.MustCompile(`ort-gqa.*npm install --prefix .* onnxruntime-node@`).MatchString(stderr) {
 		t.Errorf("ort-gqa without onnxruntime-node: exit %d, %q; want 3 and what to install", code, stderr)
+	}
+}
+
+// TestConformHelp: conform -h names the family of every shipped adapter
+// and points to the guide, the cards and the examples of each language.
+func TestConformHelp(t *testing.T) {
+	code, stdout, _ := attnlab(t, "conform", "-h")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	help := strings.Join(strings.Fields(stdout), " ")
+	families := []struct{ prefix, family string }{
+		{"torchtext-", "torchtext"}, {"torch-", "PyTorch"}, {"ort-web-", "onnxruntime-web"}, {"ort-", "ONNX Runtime"},
+		{"tfjs-", "TF.js"}, {"gomlx-", "GoMLX"}, {"spago", "spaGO"}, {"ggml-", "ggml"},
+	}
+	for _, s := range adapters.List() {
+		i := slices.IndexFunc(families, func(f struct{ prefix, family string }) bool { return strings.HasPrefix(s.Name, f.prefix) })
+		if i < 0 {
+			t.Errorf("shipped adapter %s is of no family conform -h is known to name: add it to the help and to this test", s.Name)
+		} else if !strings.Contains(help, families[i].family) {
+			t.Errorf("conform -h does not name %s, the family of %s", families[i].family, s.Name)
+		}
+	}
+	for _, want := range []string{"docs/conform-your-kernel.md", "docs/conform-cards.md", "docs/conform-protocol.md",
+		"examples/conform-go", "conform-python", "conform-node", "conform-c"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("conform -h does not mention %s", want)
+		}
 	}
 }

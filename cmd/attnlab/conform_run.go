@@ -13,7 +13,8 @@ import (
 	"github.com/attnlab/attnlab/conform"
 )
 
-// listAdapters prints the shipped adapters, one a line.
+// listAdapters prints the shipped adapters, one a line, then where the
+// guide to wrapping one's own kernel is.
 func listAdapters(stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	for _, s := range adapters.List() {
@@ -23,8 +24,15 @@ func listAdapters(stdout io.Writer) error {
 			fmt.Fprintf(tw, "%s\tready\t%s\n", s.Name, s.Runs)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(stdout, "\n%s\n", listFooter)
+	return err
 }
+
+// listFooter ends conform -list: the way to one's own kernel.
+const listFooter = `Your own kernel: attnlab conform -exec "CMD ARGS", its adapter written as docs/conform-your-kernel.md shows (Go, Python, Node, C); the cards of these adapters are in docs/conform-cards.md.`
 
 // target starts what -exec or -impl names; close ends it, with the
 // adapter's exit checked.

@@ -16,9 +16,13 @@ import (
 )
 
 // TestMain lets a test run this binary as attnlab killed at a chosen step
-// of a write (ATTNLAB_KILL_AT, see killedAt), or as a conformance adapter
-// (ATTNLAB_TEST_ADAPTER, see serveTestAdapter).
+// of a write (ATTNLAB_KILL_AT, see killedAt), as a conformance adapter
+// (ATTNLAB_TEST_ADAPTER, see serveTestAdapter), or as attnlab itself
+// (ATTNLAB_TEST_CLI=1, the attnlab of TestGuide's commands).
 func TestMain(m *testing.M) {
+	if os.Getenv("ATTNLAB_TEST_CLI") == "1" {
+		main()
+	}
 	if what := os.Getenv("ATTNLAB_TEST_ADAPTER"); what != "" {
 		os.Exit(serveTestAdapter(what))
 	}

@@ -8,10 +8,15 @@
 // The kernel here is the textbook one: scores, a row softmax, the weighted
 // sum of values, forward only, in float64 and float32; a causal flag that
 // aligns the last query with the last key (bottom-right, as FlashAttention
-// 2.1 does), an optional boolean mask, GQA with contiguous groups.
+// 2.1 does), an optional boolean mask, GQA with contiguous groups. A query
+// row that sees no key gets NaN, as the textbook softmax gives it (exp of
+// −∞ − −∞); with -empty-row-error it is refused with an error naming the
+// row, as attnlab's contract wants (docs/conform-your-kernel.md walks
+// through both).
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -20,7 +25,9 @@ import (
 )
 
 // kernel is this adapter's implementation under test.
-type kernel struct{}
+type kernel struct {
+	emptyRowError bool // refuse a query row that sees no key, instead of NaN
+}
 
 func (kernel) Capabilities() conform.Capabilities {
 	return conform.Capabilities{
@@ -30,13 +37,18 @@ func (kernel) Capabilities() conform.Capabilities {
 	}
 }
 
-func (kernel) Attention(r *conform.Request) (*conform.Response, error) {
+func (k kernel) Attention(r *conform.Request) (*conform.Response, error) {
 	if r.DO != nil {
 		return &conform.Response{Err: "this kernel has no backward"}, nil
 	}
 	scale := r.Scale
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(r.D))
+	}
+	if k.emptyRowError {
+		if b, i, ok := emptyRow(r); ok {
+			return &conform.Response{Err: fmt.Sprintf("batch %d, query row %d sees no key", b, i)}, nil
+		}
 	}
 	o, lse := naiveAttention(r, scale)
 	if r.DType == "float32" { // this kernel computes in float64: round its answers
@@ -47,6 +59,31 @@ func (kernel) Attention(r *conform.Request) (*conform.Response, error) {
 		}
 	}
 	return &conform.Response{O: o, LSE: lse}, nil
+}
+
+// visible reports whether query row i of batch item b sees key j: the
+// boolean mask when there is one, else the causal flag, bottom-right.
+func visible(r *conform.Request, b, i, j int) bool {
+	if r.Mask != nil {
+		return r.Mask[(b*r.M+i)*r.N+j]
+	}
+	return !r.Causal || j <= i+r.N-r.M
+}
+
+// emptyRow finds a query row that sees no key.
+func emptyRow(r *conform.Request) (b, i int, ok bool) {
+	for b := range r.B {
+		for i := range r.M {
+			seen := false
+			for j := range r.N {
+				seen = seen || visible(r, b, i, j)
+			}
+			if !seen {
+				return b, i, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // naiveAttention computes O = softmax(Q Kᵀ · scale, masked) V per head,
@@ -62,12 +99,8 @@ func naiveAttention(r *conform.Request, scale float64) (o, lse []float64) {
 				q := r.Q[((b*r.Hq+h)*r.M+i)*r.D:][:r.D]
 				mx := math.Inf(-1)
 				for j := range r.N {
-					visible := !r.Causal || j <= i+r.N-r.M // bottom-right
-					if r.Mask != nil {
-						visible = r.Mask[(b*r.M+i)*r.N+j]
-					}
 					s[j] = math.Inf(-1)
-					if visible {
+					if visible(r, b, i, j) {
 						k := r.K[(kv*r.N+j)*r.D:][:r.D]
 						s[j] = 0
 						for d := range r.D {
@@ -96,7 +129,10 @@ func naiveAttention(r *conform.Request, scale float64) (o, lse []float64) {
 }
 
 func main() {
-	if err := conform.Serve(os.Stdin, os.Stdout, kernel{}); err != nil {
+	var k kernel
+	flag.BoolVar(&k.emptyRowError, "empty-row-error", false, "refuse a query row that sees no key (an error response naming it) instead of answering NaN")
+	flag.Parse()
+	if err := conform.Serve(os.Stdin, os.Stdout, k); err != nil {
 		fmt.Fprintln(os.Stderr, "conform-go:", err)
 		os.Exit(1)
 	}
