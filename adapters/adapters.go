@@ -18,7 +18,7 @@ import (
 	"github.com/attnlab/attnlab/conform"
 )
 
-//go:embed python/*.py node/ort_attention.js node/ort_bench.js
+//go:embed python/*.py node/ort_attention.js
 var scripts embed.FS
 
 // Python is the interpreter of the PyTorch adapters: Debian's python3-torch
@@ -173,25 +173,13 @@ func Resolve(name string) (conform.Program, error) {
 	} else if why := torchMissing(); why != "" {
 		return conform.Program{}, fmt.Errorf("adapters: %s: %s", name, why)
 	}
-	dir, cleanup, err := extract(s.script)
+	dir, err := os.MkdirTemp("", "attnlab-adapter-") // mode 0700: ours alone
 	if err != nil {
 		return conform.Program{}, fmt.Errorf("adapters: %s: %w", name, err)
 	}
-	argv := append([]string{interp, filepath.Join(dir, path.Base(s.script))}, s.args...)
-	return conform.Program{Name: name, Argv: argv, Env: env, Cleanup: cleanup}, nil
-}
-
-// extract writes the folder of the shipped script (the Python adapters
-// import conform_io, the Node bench peer requires ort_attention.js) to a
-// private temporary folder and returns it and the function that removes
-// it.
-func extract(script string) (dir string, cleanup func(), err error) {
-	dir, err = os.MkdirTemp("", "attnlab-adapter-") // mode 0700: ours alone
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup = func() { os.RemoveAll(dir) }
-	folder := path.Dir(script)
+	cleanup := func() { os.RemoveAll(dir) }
+	// the whole folder of the script: the Python ones import conform_io
+	folder := path.Dir(s.script)
 	entries, err := fs.ReadDir(scripts, folder)
 	if err == nil {
 		for _, e := range entries {
@@ -206,26 +194,10 @@ func extract(script string) (dir string, cleanup func(), err error) {
 	}
 	if err != nil {
 		cleanup()
-		return "", nil, fmt.Errorf("writing its script: %w", err)
+		return conform.Program{}, fmt.Errorf("adapters: %s: writing its script: %w", name, err)
 	}
-	return dir, cleanup, nil
-}
-
-// ORTBenchPeer is the ONNX Runtime peer of attnlab bench, node/ort_bench.js
-// (docs/bench-peers.md), made ready to run as Resolve makes an adapter:
-// node with NODE_PATH set to where onnxruntime-node is, the script in a
-// private temporary folder that cleanup removes. It fails naming what to
-// install when node or onnxruntime-node is missing.
-func ORTBenchPeer() (argv, env []string, cleanup func(), err error) {
-	modules, why := ortModules()
-	if why != "" {
-		return nil, nil, nil, errors.New(why)
-	}
-	dir, cleanup, err := extract("node/ort_bench.js")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return []string{"node", filepath.Join(dir, "ort_bench.js")}, []string{"NODE_PATH=" + modules}, cleanup, nil
+	argv := append([]string{interp, filepath.Join(dir, path.Base(s.script))}, s.args...)
+	return conform.Program{Name: name, Argv: argv, Env: env, Cleanup: cleanup}, nil
 }
 
 // Start starts exe, a shipped adapter's name or a command line (as
