@@ -110,6 +110,13 @@ type gemmKernel[T Float] struct {
 	kc     int // depth of the packed panels: an nr×kc panel of op(B) stays in L1
 	nc     int // columns of a packed panel of op(B) (a multiple of nr): L3 resident
 	fn     func(k int, a, b, c []T, ldc int, alpha, beta T)
+	// fnRowA, when not nil, is fn reading the mr rows of a row-major A in
+	// place (a[i*lda+p]) instead of a packed panel: gemmSerial uses it for
+	// products of at most rowAMaxN columns with A not transposed, where
+	// packing A (a transposition into panels) costs about as much as the
+	// product. The A micro-kernel of AVX2 has 6 rows, which it can address
+	// from one register and multiples of lda.
+	fnRowA func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T)
 
 	// packCopy and packTrans fill packed panels (see packCopyGeneric and
 	// packTransGeneric, the portable versions).
@@ -197,6 +204,7 @@ func gemmSerial[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, al
 	nc := blockSize(n, kr.nc, nr)
 	ws := getWorkspace[T](mc*kc, nc*kc, mr*nr)
 	defer putWorkspace(ws)
+	rowA := kr.fnRowA != nil && !transA && n <= rowAMaxN
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
@@ -209,8 +217,64 @@ func gemmSerial[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, al
 			}
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
+				if rowA {
+					macroKernelRowA(kr, mb, nb, kb, alpha, a[ic*lda+pc:], lda, ws.a, ws.b, bet, c[ic*ldc+jc:], ldc, ws.tile)
+					continue
+				}
 				packA(kr, ws.a, transA, a, lda, ic, pc, mb, kb)
 				macroKernel(kr, mb, nb, kb, alpha, ws.a, ws.b, bet, c[ic*ldc+jc:], ldc, ws.tile)
+			}
+		}
+	}
+}
+
+// rowAMaxN is the widest product (columns of C) whose A the row-A kernel
+// reads in place. Packing A costs one pass over the mb×kb block per B
+// panel of nc columns, spread over nb/nr tiles: at a few tiles it is as
+// dear as the products, at hundreds it is noise, and packed panels stream
+// better from L2 than rows lda apart.
+var rowAMaxN = 512 // a variable: TestGemmRowA turns the row-A path off
+
+// macroKernelRowA is macroKernel with A read in place: full tiles of mr
+// rows go to kr.fnRowA at the rows of a (a[i*lda+p] for the block's row i
+// and column p); the last tile, with fewer rows, is packed into ap (its
+// missing rows zero) and computed by kr.fn into tile.
+func macroKernelRowA[T Float](kr *gemmKernel[T], mb, nb, kb int, alpha T, a []T, lda int, ap, bp []T, beta T, c []T, ldc int, tile []T) {
+	mr, nr := kr.mr, kr.nr
+	full := mb / mr * mr
+	if full < mb {
+		kr.packTrans(ap[:mr*kb], a[full*lda:], lda, mb-full, kb, mr)
+	}
+	for jr := 0; jr < nb; jr += nr {
+		nn := min(nr, nb-jr)
+		bpan := bp[jr*kb : (jr+nr)*kb]
+		for ir := 0; ir < mb; ir += mr {
+			mm := min(mr, mb-ir)
+			cc := c[ir*ldc+jr:]
+			if mm == mr && nn == nr {
+				// the kernel reads rows ir..ir+mr-1 of a, kb each, unchecked
+				_ = a[(ir+mr-1)*lda+kb-1]
+				kr.fnRowA(kb, a[ir*lda:], lda, bpan, cc, ldc, alpha, beta)
+				continue
+			}
+			if mm == mr {
+				_ = a[(ir+mr-1)*lda+kb-1]
+				kr.fnRowA(kb, a[ir*lda:], lda, bpan, tile, nr, 1, 0)
+			} else {
+				kr.fn(kb, ap[:mr*kb], bpan, tile, nr, 1, 0)
+			}
+			for i := 0; i < mm; i++ {
+				row := cc[i*ldc : i*ldc+nn]
+				t := tile[i*nr : i*nr+nn]
+				if beta == 0 {
+					for j := range row {
+						row[j] = alpha * t[j]
+					}
+				} else {
+					for j := range row {
+						row[j] = alpha*t[j] + beta*row[j]
+					}
+				}
 			}
 		}
 	}
