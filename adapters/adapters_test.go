@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/attnlab/attnlab/adapters"
 	"github.com/attnlab/attnlab/conform"
 )
 
@@ -96,11 +97,12 @@ func nodeAdapter(op string) string {
 	return "node " + abs + " " + op
 }
 
-// start starts an adapter for the test and closes it at the end, checking
-// that it exits 0 when its input is closed.
+// start starts an adapter for the test, a command line or a shipped
+// adapter's name, and closes it at the end, checking that it exits 0 when
+// its input is closed.
 func start(t testing.TB, command string) *conform.Adapter {
 	t.Helper()
-	a, err := conform.Start(context.Background(), command, 2*time.Minute)
+	a, err := adapters.Start(context.Background(), command, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
