@@ -77,18 +77,19 @@ median of repeated runs within -seconds.
 
 The peers of -peers (default ggml,onnxruntime; "" for none) are other
 engines' programs speaking the protocol of docs/bench-peers.md, started
-once with attnlab's thread count: ggml is the ggml peer built in this
-checkout (or the program of $ATTNLAB_GGML_PEER), onnxruntime is
-adapters/node/ort_bench.js on onnxruntime-node. On the blas check,
-attention fwd and decode rows each peer first computes the row's inputs
-and must give attnlab's output (within 1e-3; 2e-2 with F16 K/V), then it
-and attnlab run interleaved, attnlab then each peer, in rounds (at least
-5 after a warm-up, each side at least 20 ms a round) until -seconds per
-side is spent; a peer's ratio is the median over the rounds of its time
-over attnlab's in the same round (> 1: attnlab faster), shown with the
-smallest and largest round. On a shared machine only these ratios hold
-from run to run. A peer that is not installed, refuses a shape, gives
-another output or fails has an empty cell and a note saying why.
+once with attnlab's thread count: ggml is adapters/ggml's ggml-peer,
+built by (cd adapters/ggml && go run ./cmd/build) into $ATTNLAB_GGML or
+~/.cache/attnlab/ggml; onnxruntime is adapters/node/ort_bench.js on
+onnxruntime-node. On the blas check, attention fwd and decode rows each
+peer first computes the row's inputs and must give attnlab's output
+(within 1e-3; 2e-2 with F16 K/V), then it and attnlab run interleaved,
+attnlab then each peer, in rounds (at least 5 after a warm-up, each side
+at least 20 ms a round) until -seconds per side is spent; a peer's ratio
+is the median over the rounds of its time over attnlab's in the same
+round (> 1: attnlab faster), shown with the smallest and largest round.
+On a shared machine only these ratios hold from run to run. A peer that
+is not installed, refuses a shape, gives another output or fails has an
+empty cell and a note saying why.
 
 -only keeps some sections: gemm, stream, blas, fwd+bwd, variants, fwd,
 decode, generate, memory (comma-separated).

@@ -51,8 +51,9 @@ type PeerInfo struct {
 //
 //   - onnxruntime: adapters/node/ort_bench.js run by node, with
 //     onnxruntime-node found as the conform adapters find it;
-//   - ggml: the program of the environment variable ATTNLAB_GGML_PEER, else
-//     the ggml peer built in this checkout (see ggmlPeerCandidates).
+//   - ggml: adapters/ggml's ggml-peer where its build tool puts it
+//     (adapters.GGMLProgram: $ATTNLAB_GGML, else attnlab/ggml in the user's
+//     cache folder).
 func FindPeer(name string) (PeerProgram, error) {
 	switch name {
 	case "onnxruntime":
@@ -62,46 +63,13 @@ func FindPeer(name string) (PeerProgram, error) {
 		}
 		return PeerProgram{Name: name, Argv: argv, Env: env, Cleanup: cleanup}, nil
 	case "ggml":
-		if p := os.Getenv("ATTNLAB_GGML_PEER"); p != "" {
-			if _, err := os.Stat(p); err != nil {
-				return PeerProgram{}, fmt.Errorf("ATTNLAB_GGML_PEER=%s: %w", p, err)
-			}
-			return PeerProgram{Name: name, Argv: []string{p}}, nil
+		file, why := adapters.GGMLProgram("ggml-peer")
+		if why != "" {
+			return PeerProgram{}, errors.New(why)
 		}
-		for _, c := range ggmlPeerCandidates() {
-			if st, err := os.Stat(c); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-				return PeerProgram{Name: name, Argv: []string{c}}, nil
-			}
-		}
-		return PeerProgram{}, errors.New("the ggml peer is not built (looked in ATTNLAB_GGML_PEER and " +
-			strings.Join(ggmlPeerLocations, ", ") + " here and above): " + ggmlPeerBuild)
+		return PeerProgram{Name: name, Argv: []string{file}}, nil
 	}
 	return PeerProgram{}, fmt.Errorf("no peer called %q (want %s)", name, strings.Join(PeerNames, ", "))
-}
-
-// ggmlPeerLocations are where the ggml peer's build puts its program,
-// relative to a checkout of attnlab.
-var ggmlPeerLocations = []string{"bench/ggml/ggml-peer", "adapters/ggml/ggml-peer"}
-
-// ggmlPeerBuild says how to build the ggml peer.
-const ggmlPeerBuild = "build it with: (cd bench/ggml && go build -o ggml-peer .)"
-
-// ggmlPeerCandidates are the ggml peer's locations in the current folder
-// and every folder above it.
-func ggmlPeerCandidates() []string {
-	var out []string
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		for _, l := range ggmlPeerLocations {
-			out = append(out, filepath.Join(d, l))
-		}
-		if filepath.Dir(d) == d {
-			return out
-		}
-	}
 }
 
 // peerSet is the peers of one run.
@@ -178,8 +146,12 @@ type peerColumn struct {
 func (ps *peerSet) columns(op string) []peerColumn {
 	var cs []peerColumn
 	for _, name := range ps.names {
-		cs = append(cs, peerColumn{name: name, peer: name})
-		if name == "ggml" && op != "sgemm" {
+		if op == "sgemm" {
+			cs = append(cs, peerColumn{name: name, peer: name})
+			continue
+		}
+		cs = append(cs, peerColumn{name: name, peer: name, kvDType: "f32"})
+		if name == "ggml" {
 			cs = append(cs, peerColumn{name: "ggml f16 K/V", peer: name, kvDType: "f16"})
 		}
 	}
