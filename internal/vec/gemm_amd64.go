@@ -21,6 +21,9 @@ func gemm32KernelAVX2RowA(k int, a []float32, lda int, b, c []float32, ldc int, 
 func gemm64KernelAVX2RowA(k int, a []float64, lda int, b, c []float64, ldc int, alpha, beta float64)
 
 //go:noescape
+func pack32CopyAVX2(dst, src []float32, ld, rows, np, nr int)
+
+//go:noescape
 func pack32TransAVX2(dst, src []float32, ld, r, kb, w int)
 
 //go:noescape
@@ -54,7 +57,7 @@ var (
 	avx2Kernel32 = gemmKernel[float32]{
 		mr: 6, nr: 16, mc: 192, kc: 256, nc: 3072,
 		fn: gemm32KernelAVX2, fnRowA: gemm32KernelAVX2RowA,
-		packCopy: packCopyGeneric[float32], packTrans: packTransAVX2,
+		packCopy: packCopyAVX2, packTrans: packTransAVX2,
 	}
 	avx2Kernel64 = gemmKernel[float64]{
 		mr: 6, nr: 8, mc: 96, kc: 256, nc: 3072,
@@ -142,5 +145,23 @@ func packTransAVX2(dst, src []float32, ld, r, kb, w int) {
 			tail = src[kb8:]
 		}
 		packTransGeneric(dst[kb8*w:], tail, ld, r, kb-kb8, w)
+	}
+}
+
+// packCopyAVX2 is packCopyGeneric with the assembly for the whole panels of
+// the AVX2 kernel's widths (nr = 16 for B, 6 for A); the last, partial
+// panel and other widths by packCopyGeneric.
+func packCopyAVX2(dst, src []float32, ld, rows, w, nr int) {
+	np := w / nr
+	if rows == 0 || np == 0 || nr != 16 && nr != 6 {
+		packCopyGeneric(dst, src, ld, rows, w, nr)
+		return
+	}
+	// the bounds checks the assembly does not make
+	_ = src[(rows-1)*ld+np*nr-1]
+	_ = dst[np*nr*rows-1]
+	pack32CopyAVX2(dst, src, ld, rows, np, nr)
+	if np*nr < w {
+		packCopyGeneric(dst[np*nr*rows:], src[np*nr:], ld, rows, w-np*nr, nr)
 	}
 }

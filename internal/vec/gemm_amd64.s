@@ -2708,3 +2708,59 @@ nextrows:
 done:
 	VZEROUPPER
 	RET
+
+// func pack32CopyAVX2(dst, src []float32, ld, rows, np, nr int)
+TEXT ·pack32CopyAVX2(SB), NOSPLIT, $0-80
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ ld+48(FP), R11
+	SHLQ $2, R11
+	MOVQ rows+56(FP), R8
+	MOVQ np+64(FP), R9
+	MOVQ nr+72(FP), R13
+	// R12 = the stride of panels in dst, rows·nr floats
+	MOVQ R8, R12
+	IMULQ R13, R12
+	SHLQ $2, R12
+	SHLQ $2, R13
+	TESTQ R9, R9
+	JEQ done
+	// q = 0: AX walks row q of src, BX row q of the first panel
+	XORQ CX, CX
+row:
+	CMPQ CX, R8
+	JGE done
+	MOVQ CX, AX
+	IMULQ R11, AX
+	ADDQ SI, AX
+	MOVQ CX, BX
+	IMULQ R13, BX
+	ADDQ DI, BX
+	MOVQ R9, DX
+	CMPQ R13, $64
+	JNE six
+sixteen:
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	ADDQ $64, AX
+	ADDQ R12, BX
+	DECQ DX
+	JNE sixteen
+	INCQ CX
+	JMP row
+six:
+	VMOVUPS (AX), X0
+	MOVQ 16(AX), R10
+	VMOVUPS X0, (BX)
+	MOVQ R10, 16(BX)
+	ADDQ $24, AX
+	ADDQ R12, BX
+	DECQ DX
+	JNE six
+	INCQ CX
+	JMP row
+done:
+	VZEROUPPER
+	RET

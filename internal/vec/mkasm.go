@@ -1078,6 +1078,68 @@ func genPackTransAVX2(a *asm) {
 	a.in("RET")
 }
 
+// pack32CopyAVX2 is packCopy for float32 on AVX2 (see genPackCopy), whole
+// panels only, for the panel widths of the AVX2 kernels: nr = 16 (B's
+// panels: two vectors) and nr = 6 (A's panels of a transposed A: four
+// floats and two). The caller packs the last, partial panel.
+
+func genPackCopyAVX2(a *asm) {
+	a.text("pack32CopyAVX2", 80, "func pack32CopyAVX2(dst, src []float32, ld, rows, np, nr int)")
+	a.in("MOVQ dst_base+0(FP), DI")
+	a.in("MOVQ src_base+24(FP), SI")
+	a.in("MOVQ ld+48(FP), R11")
+	a.in("SHLQ $2, R11")
+	a.in("MOVQ rows+56(FP), R8")
+	a.in("MOVQ np+64(FP), R9")
+	a.in("MOVQ nr+72(FP), R13")
+	a.comment("R12 = the stride of panels in dst, rows·nr floats")
+	a.in("MOVQ R8, R12")
+	a.in("IMULQ R13, R12")
+	a.in("SHLQ $2, R12")
+	a.in("SHLQ $2, R13")
+	a.in("TESTQ R9, R9")
+	a.in("JEQ done")
+	a.comment("q = 0: AX walks row q of src, BX row q of the first panel")
+	a.in("XORQ CX, CX")
+	a.label("row")
+	a.in("CMPQ CX, R8")
+	a.in("JGE done")
+	a.in("MOVQ CX, AX")
+	a.in("IMULQ R11, AX")
+	a.in("ADDQ SI, AX")
+	a.in("MOVQ CX, BX")
+	a.in("IMULQ R13, BX")
+	a.in("ADDQ DI, BX")
+	a.in("MOVQ R9, DX")
+	a.in("CMPQ R13, $64")
+	a.in("JNE six")
+	a.label("sixteen")
+	a.in("VMOVUPS (AX), Y0")
+	a.in("VMOVUPS 32(AX), Y1")
+	a.in("VMOVUPS Y0, (BX)")
+	a.in("VMOVUPS Y1, 32(BX)")
+	a.in("ADDQ $64, AX")
+	a.in("ADDQ R12, BX")
+	a.in("DECQ DX")
+	a.in("JNE sixteen")
+	a.in("INCQ CX")
+	a.in("JMP row")
+	a.label("six")
+	a.in("VMOVUPS (AX), X0")
+	a.in("MOVQ 16(AX), R10")
+	a.in("VMOVUPS X0, (BX)")
+	a.in("MOVQ R10, 16(BX)")
+	a.in("ADDQ $24, AX")
+	a.in("ADDQ R12, BX")
+	a.in("DECQ DX")
+	a.in("JNE six")
+	a.in("INCQ CX")
+	a.in("JMP row")
+	a.label("done")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
 // transpose8x8 transposes the 8×8 float32 block in Y0–Y7 (row i in Yi)
 // into Y8–Y15 (column c in Y8+c).
 func transpose8x8(a *asm) {
@@ -1378,6 +1440,7 @@ func main() {
 		genPackTrans(g, e)
 	}
 	genPackTransAVX2(g)
+	genPackCopyAVX2(g)
 	d.write("dot_amd64.s")
 	a.write("axpy_amd64.s")
 	s.write("scale_amd64.s")
