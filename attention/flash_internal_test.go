@@ -78,11 +78,11 @@ func TestFlashSkipsHiddenTiles(t *testing.T) {
 				var fwd, bwd tileStats
 				o, lse := make([]float64, c.M*c.Dv), make([]float64, c.M)
 				dq, dk, dv := make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v))
-				// the backward's 64×64 tiles in both passes (the forward's own are larger)
+				// 64×64 tiles in both passes (their own are larger)
 				if err := flashForward(o, lse, q, k, v, &c, flashOptions{br: flashBr, bc: flashBc, noSkip: noSkip, stats: &fwd}); err != nil {
 					t.Fatal(err)
 				}
-				flashBackward(dq, dk, dv, do, q, k, v, o, lse, &c, flashOptions{noSkip: noSkip, stats: &bwd})
+				flashBackward(dq, dk, dv, do, q, k, v, o, lse, &c, flashOptions{br: flashBr, bc: flashBc, noSkip: noSkip, stats: &bwd})
 				results[x] = [5][]float64{o, lse, dq, dk, dv}
 				want := [3]int64{tc.skipped, tc.partial, tc.full}
 				if noSkip {
@@ -417,7 +417,7 @@ func flashAll[T Float](t *testing.T, c *Config, in [][]T, fwd, bwd *tileStats) [
 	if err := flashForward(o, lse, q, k, v, c, flashOptions{br: flashBr, bc: flashBc, stats: fwd}); err != nil {
 		t.Fatal(err)
 	}
-	flashBackward(dq, dk, dv, do, q, k, v, o, lse, c, flashOptions{stats: bwd})
+	flashBackward(dq, dk, dv, do, q, k, v, o, lse, c, flashOptions{br: flashBr, bc: flashBc, stats: bwd})
 	var out [4][]float64
 	for x, s := range [][]T{o, dq, dk, dv} {
 		out[x] = make([]float64, len(s))
