@@ -263,10 +263,12 @@ func flashForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) err
 		"v": {len(v), c.B * c.Hkv * c.N * c.Dv},
 	})
 	if opt.br == 0 {
-		opt.br = fwdBr
+		// no larger than the problem, so that a short one allocates short
+		// tiles (one tile either way: the same sums)
+		opt.br = max(1, min(fwdBr, c.M))
 	}
 	if opt.bc == 0 {
-		opt.bc = fwdBc
+		opt.bc = max(1, min(fwdBc, c.N))
 	}
 	pl := opt.plan(c)
 	if c.Sinks == nil {
@@ -476,10 +478,10 @@ func flashBackward[T Float](dq, dk, dv, do, q, k, v, o, lse []T, c *Config, opt 
 		"o": {len(o), c.B * c.Hq * c.M * c.Dv}, "lse": {len(lse), c.B * c.Hq * c.M},
 	})
 	if opt.br == 0 {
-		opt.br = bwdBr
+		opt.br = max(1, min(bwdBr, c.M)) // as the forward's
 	}
 	if opt.bc == 0 {
-		opt.bc = bwdBc
+		opt.bc = max(1, min(bwdBc, c.N))
 	}
 	pl := opt.plan(c)
 	BH, M, Dv := c.B*c.Hq, c.M, c.Dv
