@@ -117,6 +117,10 @@ type gemmKernel[T Float] struct {
 	// product. The A micro-kernel of AVX2 has 6 rows, which it can address
 	// from one register and multiples of lda.
 	fnRowA func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T)
+	// fnRowAEdge[r], when not nil, is fnRowA for r < mr rows: the last
+	// rows of a product whose rows are not a multiple of mr, computed in
+	// place instead of packed into a zero-padded panel.
+	fnRowAEdge [8]func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T)
 
 	// packCopy and packTrans fill packed panels (see packCopyGeneric and
 	// packTransGeneric, the portable versions).
@@ -237,19 +241,24 @@ var rowAMaxN = 512 // a variable: TestGemmRowA turns the row-A path off
 
 // macroKernelRowA is macroKernel with A read in place: full tiles of mr
 // rows go to kr.fnRowA at the rows of a (a[i*lda+p] for the block's row i
-// and column p); the last tile, with fewer rows, is packed into ap (its
-// missing rows zero) and computed by kr.fn into tile.
+// and column p); the last tile, with fewer rows, to kr.fnRowAEdge of its
+// rows, or, without one, packed into ap (its missing rows zero) and
+// computed by kr.fn into tile.
 func macroKernelRowA[T Float](kr *gemmKernel[T], mb, nb, kb int, alpha T, a []T, lda int, ap, bp []T, beta T, c []T, ldc int, tile []T) {
 	mr, nr := kr.mr, kr.nr
 	full := mb / mr * mr
-	if full < mb {
+	edge := kr.fnRowAEdge[mb-full]
+	if full < mb && edge == nil {
 		kr.packTrans(ap[:mr*kb], a[full*lda:], lda, mb-full, kb, mr)
 	}
-	for jr := 0; jr < nb; jr += nr {
-		nn := min(nr, nb-jr)
-		bpan := bp[jr*kb : (jr+nr)*kb]
-		for ir := 0; ir < mb; ir += mr {
-			mm := min(mr, mb-ir)
+	// rows outer, panels inner: the mr rows of A, read in place with a
+	// stride, stay in L1 across the panels of B, which stream from the
+	// packed block in order
+	for ir := 0; ir < mb; ir += mr {
+		mm := min(mr, mb-ir)
+		for jr := 0; jr < nb; jr += nr {
+			nn := min(nr, nb-jr)
+			bpan := bp[jr*kb : (jr+nr)*kb]
 			cc := c[ir*ldc+jr:]
 			if mm == mr && nn == nr {
 				// the kernel reads rows ir..ir+mr-1 of a, kb each, unchecked
@@ -257,10 +266,18 @@ func macroKernelRowA[T Float](kr *gemmKernel[T], mb, nb, kb int, alpha T, a []T,
 				kr.fnRowA(kb, a[ir*lda:], lda, bpan, cc, ldc, alpha, beta)
 				continue
 			}
-			if mm == mr {
+			switch {
+			case mm == mr:
 				_ = a[(ir+mr-1)*lda+kb-1]
 				kr.fnRowA(kb, a[ir*lda:], lda, bpan, tile, nr, 1, 0)
-			} else {
+			case edge != nil && nn == nr:
+				_ = a[(ir+mm-1)*lda+kb-1]
+				edge(kb, a[ir*lda:], lda, bpan, cc, ldc, alpha, beta)
+				continue
+			case edge != nil:
+				_ = a[(ir+mm-1)*lda+kb-1]
+				edge(kb, a[ir*lda:], lda, bpan, tile, nr, 1, 0)
+			default:
 				kr.fn(kb, ap[:mr*kb], bpan, tile, nr, 1, 0)
 			}
 			for i := 0; i < mm; i++ {

@@ -18,6 +18,21 @@ func gemm64KernelAVX2(k int, a, b, c []float64, ldc int, alpha, beta float64)
 func gemm32KernelAVX2RowA(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
 
 //go:noescape
+func gemm32KernelAVX2RowA1(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func gemm32KernelAVX2RowA2(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func gemm32KernelAVX2RowA3(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func gemm32KernelAVX2RowA4(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func gemm32KernelAVX2RowA5(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
+
+//go:noescape
 func gemm64KernelAVX2RowA(k int, a []float64, lda int, b, c []float64, ldc int, alpha, beta float64)
 
 //go:noescape

@@ -649,6 +649,9 @@ type kernelShape struct {
 }
 
 func (s kernelShape) name() string {
+	if s.rowA && s.mr < 6 {
+		return fmt.Sprintf("gemm%dKernel%sRowA%d", s.e.bits, s.v.name, s.mr)
+	}
 	if s.rowA {
 		return fmt.Sprintf("gemm%dKernel%sRowA", s.e.bits, s.v.name)
 	}
@@ -1405,6 +1408,13 @@ var kernels = []kernelShape{
 	{f64, avx2, 6, 2, 4, 512, false},     // 6×8
 	{f32, avx2, 6, 2, 4, 0, true},        // 6×16, A read in place
 	{f64, avx2, 6, 2, 4, 0, true},        // 6×8, A read in place
+	// the last rows of a float32 product whose rows are not a multiple of
+	// 6: 1 to 5 rows × 16, A read in place, straight into C
+	{f32, avx2, 1, 2, 4, 0, true},
+	{f32, avx2, 2, 2, 4, 0, true},
+	{f32, avx2, 3, 2, 4, 0, true},
+	{f32, avx2, 4, 2, 4, 0, true},
+	{f32, avx2, 5, 2, 4, 0, true},
 }
 
 func main() {
