@@ -18,16 +18,30 @@ import (
 	"github.com/attnlab/attnlab/conform"
 )
 
-//go:embed python/*.py node/ort_attention.js
+//go:embed python/*.py node/*.js
 var scripts embed.FS
 
 // Python is the interpreter of the PyTorch adapters: Debian's python3-torch
 // installs PyTorch for it.
 const Python = "/usr/bin/python3"
 
-// ORTVersion is the onnxruntime-node the Node adapter is written against
-// (node/package.json).
+// ORTVersion is the onnxruntime-node the Node adapters are written against
+// (node/package.json); 1.24.3 and 1.27.0 are installed beside it under npm
+// aliases, and onnxruntime-web at the same version.
 const ORTVersion = "1.30.0"
+
+// TFJSVersion is the TensorFlow.js of the tfjs-mha adapter (node/package.json).
+const TFJSVersion = "4.22.0"
+
+// npm install specs of the packages the Node adapters need, as
+// node/package.json names them.
+const (
+	npmORT    = "onnxruntime-node@" + ORTVersion
+	npmORT124 = "onnxruntime-node-1.24@npm:onnxruntime-node@1.24.3"
+	npmORT127 = "onnxruntime-node-1.27@npm:onnxruntime-node@1.27.0"
+	npmORTWeb = "onnxruntime-web@" + ORTVersion
+	npmTFJS   = "@tensorflow/tfjs@" + TFJSVersion
+)
 
 // Shipped is an adapter shipped with attnlab, run by name:
 // attnlab conform -exec torch-composite.
@@ -42,6 +56,7 @@ type Shipped struct {
 	// needs is the Python module a Python adapter imports beside torch
 	// ("" for none)
 	needs string
+	npm   string // a Node adapter's npm package, as npm install takes it
 }
 
 // node reports whether s is run by node.
@@ -78,20 +93,30 @@ func (s Shipped) Command() string {
 }
 
 var shipped = []Shipped{
-	{"torch-composite", "PyTorch composite attention (matmul, masked_fill, softmax, autograd), attnlab's mask rule", "python/torch_composite.py", nil, ""},
-	{"torch-composite-plain", "the same composite without special-casing a row with no visible key (NaN there)", "python/torch_composite.py", []string{"--plain"}, ""},
-	{"torch-sdpa", "PyTorch 1.13 _scaled_dot_product_attention (is_causal or a boolean mask)", "python/torch_sdpa.py", nil, ""},
-	{"torch-mha", "torch.nn.MultiheadAttention with identity projections", "python/torch_mha.py", nil, ""},
-	{"ort-attention", "ONNX Attention op (opset 24) on onnxruntime-node, the keys before the chunk as past_key/past_value", "node/ort_attention.js", []string{"attention"}, ""},
-	{"ort-attention-no-cache", "ONNX Attention op (opset 24) on onnxruntime-node, every key as K/V", "node/ort_attention.js", []string{"attention", "--no-cache"}, ""},
-	{"ort-gqa", "com.microsoft GroupQueryAttention on onnxruntime-node", "node/ort_attention.js", []string{"gqa"}, ""},
-	{"torchtext-sdp", "torchtext 0.14 nn.ScaledDotProduct (boolean attn_mask, True = blocked)", "python/torchtext_sdp.py", nil, "torchtext"},
-	{"gomlx-mha", "GoMLX layers.MultiHeadAttention with identity projections, pure-Go backend (Go module adapters/gomlx)", "gomlx", nil, ""},
-	{"gomlx-masked-softmax", "GoMLX graph.MaskedSoftmax between two Einsums, pure-Go backend (Go module adapters/gomlx)", "gomlx", []string{"--masked-softmax"}, ""},
-	{"spago", "spaGO attention.ScaledDotProductAttention, the core of its self-attention (Go module adapters/spago)", "spago", nil, ""},
-	{"ggml-flash-attn", "ggml_flash_attn_ext on ggml's CPU backend (llama.cpp with flash attention on), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=true"}, ""},
-	{"ggml-softmax", "ggml mul_mat → soft_max_ext → mul_mat on ggml's CPU backend (llama.cpp with flash attention off), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=false"}, ""},
-	{"ggml-ollama-mask", "ggml_flash_attn_ext on ggml's CPU backend with the mask of ollama's own Go KV cache (kvcache.Causal, its code run), F32 K/V", "ggml/ggml-conform", []string{"-flash=true", "-mask", "ollama"}, ""},
+	{"torch-composite", "PyTorch composite attention (matmul, masked_fill, softmax, autograd), attnlab's mask rule", "python/torch_composite.py", nil, "", ""},
+	{"torch-composite-plain", "the same composite without special-casing a row with no visible key (NaN there)", "python/torch_composite.py", []string{"--plain"}, "", ""},
+	{"torch-sdpa", "PyTorch 1.13 _scaled_dot_product_attention (is_causal or a boolean mask)", "python/torch_sdpa.py", nil, "", ""},
+	{"torch-mha", "torch.nn.MultiheadAttention with identity projections", "python/torch_mha.py", nil, "", ""},
+	{"ort-attention", "ONNX Attention op (opset 24) on onnxruntime-node, the keys before the chunk as past_key/past_value", "node/ort_attention.js", []string{"attention"}, "", npmORT},
+	{"ort-attention-no-cache", "ONNX Attention op (opset 24) on onnxruntime-node, every key as K/V", "node/ort_attention.js", []string{"attention", "--no-cache"}, "", npmORT},
+	{"ort-gqa", "com.microsoft GroupQueryAttention on onnxruntime-node", "node/ort_attention.js", []string{"gqa"}, "", npmORT},
+	{"torchtext-sdp", "torchtext 0.14 nn.ScaledDotProduct (boolean attn_mask, True = blocked)", "python/torchtext_sdp.py", nil, "torchtext", ""},
+	{"gomlx-mha", "GoMLX layers.MultiHeadAttention with identity projections, pure-Go backend (Go module adapters/gomlx)", "gomlx", nil, "", ""},
+	{"gomlx-masked-softmax", "GoMLX graph.MaskedSoftmax between two Einsums, pure-Go backend (Go module adapters/gomlx)", "gomlx", []string{"--masked-softmax"}, "", ""},
+	{"spago", "spaGO attention.ScaledDotProductAttention, the core of its self-attention (Go module adapters/spago)", "spago", nil, "", ""},
+	{"ort-mha", "com.microsoft MultiHeadAttention on onnxruntime-node (unidirectional, key_padding_mask), the keys before the chunk as past_key/past_value", "node/ort_attention.js", []string{"mha"}, "", npmORT},
+	{"ort-mha-no-cache", "com.microsoft MultiHeadAttention on onnxruntime-node, every key as key/value", "node/ort_attention.js", []string{"mha", "--no-cache"}, "", npmORT},
+	{"ort-attention-1.24", "ONNX Attention op (opset 24) on onnxruntime-node 1.24.3, past_key/past_value", "node/ort_attention.js", []string{"attention", "--ort", "1.24"}, "", npmORT124},
+	{"ort-attention-1.27", "ONNX Attention op (opset 24) on onnxruntime-node 1.27.0, past_key/past_value", "node/ort_attention.js", []string{"attention", "--ort", "1.27"}, "", npmORT127},
+	{"ort-web-attention", "ONNX Attention op (opset 24) on onnxruntime-web (WASM), past_key/past_value", "node/ort_attention.js", []string{"attention", "--wasm"}, "", npmORTWeb},
+	{"ort-web-attention-no-cache", "ONNX Attention op (opset 24) on onnxruntime-web (WASM), every key as K/V", "node/ort_attention.js", []string{"attention", "--no-cache", "--wasm"}, "", npmORTWeb},
+	{"ort-web-gqa", "com.microsoft GroupQueryAttention on onnxruntime-web (WASM)", "node/ort_attention.js", []string{"gqa", "--wasm"}, "", npmORTWeb},
+	{"ort-web-mha", "com.microsoft MultiHeadAttention on onnxruntime-web (WASM), past_key/past_value", "node/ort_attention.js", []string{"mha", "--wasm"}, "", npmORTWeb},
+	{"ort-web-mha-no-cache", "com.microsoft MultiHeadAttention on onnxruntime-web (WASM), every key as key/value", "node/ort_attention.js", []string{"mha", "--no-cache", "--wasm"}, "", npmORTWeb},
+	{"tfjs-mha", "TF.js MultiHeadAttention (tfjs-layers 4.22) on the pure-JavaScript CPU backend, the heads split as identity projections split them", "node/tfjs_mha.js", nil, "", npmTFJS},
+	{"ggml-flash-attn", "ggml_flash_attn_ext on ggml's CPU backend (llama.cpp with flash attention on), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=true"}, "", ""},
+	{"ggml-softmax", "ggml mul_mat → soft_max_ext → mul_mat on ggml's CPU backend (llama.cpp with flash attention off), F32 K/V, llama.cpp's KV-cache mask", "ggml/ggml-conform", []string{"-flash=false"}, "", ""},
+	{"ggml-ollama-mask", "ggml_flash_attn_ext on ggml's CPU backend with the mask of ollama's own Go KV cache (kvcache.Causal, its code run), F32 K/V", "ggml/ggml-conform", []string{"-flash=true", "-mask", "ollama"}, "", ""},
 }
 
 // List returns the shipped adapters.
@@ -111,7 +136,7 @@ func Lookup(name string) (Shipped, bool) {
 func (s Shipped) Missing() string {
 	switch {
 	case s.node():
-		_, why := ortModules()
+		_, why := nodeModules(s.npm)
 		return why
 	case s.ggml():
 		_, why := GGMLProgram(path.Base(s.script))
@@ -281,12 +306,23 @@ var torchMissing = sync.OnceValue(func() string {
 	return ""
 })
 
-// ortModules finds a node_modules folder holding onnxruntime-node, in this
-// order: the folders of NODE_PATH; attnlab's own, in the user's cache
-// folder (where the error tells to install it); adapters/node/node_modules
-// in the current folder or one above it (a checkout of attnlab); the global
-// folder of the node on PATH. It returns the folder, or "" and why none.
-func ortModules() (dir, why string) {
+// npmName is the folder an npm install spec puts its package in:
+// "onnxruntime-node-1.24" for "onnxruntime-node-1.24@npm:onnxruntime-node@1.24.3",
+// "@tensorflow/tfjs" for "@tensorflow/tfjs@4.22.0".
+func npmName(spec string) string {
+	if i := strings.Index(spec[min(1, len(spec)):], "@"); i >= 0 {
+		return spec[:i+1]
+	}
+	return spec
+}
+
+// nodeModules finds a node_modules folder holding the npm package of the
+// install spec npm, in this order: the folders of NODE_PATH; attnlab's own,
+// in the user's cache folder (where the error tells to install it);
+// adapters/node/node_modules in the current folder or one above it (a
+// checkout of attnlab); the global folder of the node on PATH. It returns
+// the folder, or "" and why none.
+func nodeModules(npm string) (dir, why string) {
 	nodePath, err := exec.LookPath("node")
 	if err != nil {
 		return "", "node is not installed: install Node.js 18 or later"
@@ -312,8 +348,9 @@ func ortModules() (dir, why string) {
 	if real, err := filepath.EvalSymlinks(nodePath); err == nil {
 		candidates = append(candidates, filepath.Join(filepath.Dir(filepath.Dir(real)), "lib", "node_modules"))
 	}
+	name := npmName(npm)
 	for _, d := range candidates {
-		if _, err := os.Stat(filepath.Join(d, "onnxruntime-node", "package.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(d, filepath.FromSlash(name), "package.json")); err == nil {
 			return d, ""
 		}
 	}
@@ -321,12 +358,13 @@ func ortModules() (dir, why string) {
 	if cache != "" {
 		prefix = filepath.Dir(cache)
 	}
-	return "", fmt.Sprintf("onnxruntime-node is not installed (looked in NODE_PATH, %s, adapters/node/node_modules here and above, and node's global folder): "+
-		"install it with: npm install --prefix %s --ignore-scripts onnxruntime-node@%s", prefix, prefix, ORTVersion)
+	return "", fmt.Sprintf("%s is not installed (looked in NODE_PATH, %s, adapters/node/node_modules here and above, and node's global folder): "+
+		"install it with: npm install --prefix %s --ignore-scripts %s", name, prefix, prefix, npm)
 }
 
-// CacheModules is the node_modules folder of attnlab's own onnxruntime-node
-// install, under the user's cache folder ("" when there is none).
+// CacheModules is the node_modules folder of attnlab's own npm installs
+// (onnxruntime-node and the others the Node adapters need), under the
+// user's cache folder ("" when there is none).
 func CacheModules() string {
 	dir, err := os.UserCacheDir()
 	if err != nil {
@@ -338,7 +376,7 @@ func CacheModules() string {
 // Resolve makes the shipped adapter called name ready to run: its scripts
 // are written to a private temporary folder, removed by the Program's
 // Cleanup, and it is run by its interpreter (node with NODE_PATH set to
-// where onnxruntime-node is). An adapter that is a Go module of its own is
+// the node_modules folder holding its npm package). An adapter that is a Go module of its own is
 // built with go build from the checkout of attnlab in the current folder
 // or above into that folder. It fails naming what to install when the
 // runtime is missing.
@@ -375,7 +413,7 @@ func resolve(ctx context.Context, name string) (conform.Program, error) {
 	}
 	interp, env := Python, []string(nil)
 	if s.node() {
-		modules, why := ortModules()
+		modules, why := nodeModules(s.npm)
 		if why != "" {
 			return conform.Program{}, fmt.Errorf("adapters: %s: %s", name, why)
 		}
@@ -388,7 +426,7 @@ func resolve(ctx context.Context, name string) (conform.Program, error) {
 		return conform.Program{}, fmt.Errorf("adapters: %s: %w", name, err)
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	// the whole folder of the script: the Python ones import conform_io
+	// the whole folder of the script: every adapter imports conform_io
 	folder := path.Dir(s.script)
 	entries, err := fs.ReadDir(scripts, folder)
 	if err == nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/attnlab/attnlab/adapters"
@@ -70,10 +71,14 @@ var cardCases = []cardCase{
 			PaddingRows: "unsupported", GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 	// the causal flag panics at M ≠ N (refused: n/a); the logits are
 	// divided by √D twice (docs/findings/gomlx-mha-double-scale.md); the
-	// checks run under that scale and pass
+	// checks run under that scale and pass. It declares a cache and the
+	// causal flag and refuses them together (its causal flag demands
+	// M = N), so the checks that need a causal chunk cannot run: not
+	// established, not conformant
 	{"gomlx mha", "gomlx-mha", false,
 		noVariants(conform.Card{CausalMLtN: "n/a", CausalMGtN: "n/a", CausalM1: "n/a", EmptyRow: "n/a", PaddingRows: "zero",
-			GQA: "unsupported", Scale: "1/D", WindowKeys: "n/a", ExtremeLogits: "ok"}), true},
+			GQA: "unsupported", Scale: "1/D", WindowKeys: "n/a", ExtremeLogits: "ok",
+			Refused: []string{"causal_m_lt_n", "causal_m_gt_n", "causal_m_1"}}), false},
 	// MaskedSoftmax gives a row with no visible key zeros, and a zero
 	// gradient that is the derivative of that
 	{"gomlx masked softmax", "gomlx-masked-softmax", false,
@@ -83,6 +88,48 @@ var cardCases = []cardCase{
 	// single query (docs/findings/spago-causal-chunk.md)
 	{"spago", "spago", false,
 		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// com.microsoft MultiHeadAttention: with past inputs the causal chunk is
+	// bottom-right; without them and N > M, the last query row sees every
+	// key while the others are top-left (docs/findings/ort-mha-unidirectional-last-row.md).
+	// A fully masked row adds mask_filter_value (-10000) to every score:
+	// the row is the unmasked attention ("other").
+	{"ort mha, cache", "ort-mha", false,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort mha, no cache", "ort-mha-no-cache", false,
+		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// the Attention op in earlier versions: a fully masked row is uniform
+	// in 1.24.3 and 1.27.0, zero in 1.30.0 (docs/findings/ort-attention-version-drift.md)
+	{"ort attention 1.24, cache", "ort-attention-1.24", false,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort attention 1.27, cache", "ort-attention-1.27", false,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// onnxruntime-web, the WASM build of the same CPU kernels: the native
+	// 1.30 cards
+	{"ort web attention, cache", "ort-web-attention", false,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web attention, no cache", "ort-web-attention-no-cache", false,
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "zero", EmptyRowAt: every("zero"), PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web gqa", "ort-web-gqa", false,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "n/a", CausalM1: "position", EmptyRow: "n/a", PaddingRows: "unsupported",
+			GQA: "contiguous", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web mha, cache", "ort-web-mha", false,
+		noVariants(conform.Card{CausalMLtN: "bottom-right", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	{"ort web mha, no cache", "ort-web-mha-no-cache", false,
+		noVariants(conform.Card{CausalMLtN: "other", CausalMGtN: "top-left", CausalM1: "position", EmptyRow: "other", EmptyRowAt: every("other"), PaddingRows: "unsupported",
+			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
+	// TF.js MultiHeadAttention: Keras's top-left causal mask at every M,
+	// including one query after a cache; a fully masked row adds -1e9 to
+	// every score and is uniform
+	{"tfjs mha", "tfjs-mha", false,
+		noVariants(conform.Card{CausalMLtN: "top-left", CausalMGtN: "top-left", CausalM1: "top-left", EmptyRow: "uniform", EmptyRowAt: every("uniform"), PaddingRows: "unsupported",
 			GQA: "unsupported", Scale: "1/sqrt(D)", WindowKeys: "n/a", ExtremeLogits: "ok"}), false},
 }
 
@@ -97,19 +144,27 @@ func cardMissing(c cardCase) string {
 	return ortMissing()
 }
 
-// runCard measures c's card, skipping when its runtime is missing.
+// runCard measures c's card, skipping when its runtime is missing. The
+// report is measured once per test binary: TestCards and TestREADMECards
+// read the same run.
 func runCard(t *testing.T, c cardCase) *conform.Report {
 	t.Helper()
 	if why := cardMissing(c); why != "" {
 		t.Skipf("%s skipped: %s", c.name, why)
+	}
+	if rep, ok := cardReports.Load(c.command); ok {
+		return rep.(*conform.Report)
 	}
 	a := start(t, c.command)
 	rep, err := conform.Run(context.Background(), a, "position")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cardReports.Store(c.command, rep)
 	return rep
 }
+
+var cardReports sync.Map // command → *conform.Report
 
 // TestCards runs attnlab conform's measurement on every real
 // implementation and checks its card: what each one does where kernels

@@ -5,7 +5,10 @@
 //   - python/: PyTorch adapters (torch_composite.py, torch_sdpa.py,
 //     torch_mha.py) on a shared protocol module, conform_io.py;
 //   - node/: ONNX Runtime's Attention and com.microsoft GroupQueryAttention
-//     ops, run by onnxruntime-node (ort_attention.js);
+//     and MultiHeadAttention ops, on onnxruntime-node 1.30.0, 1.27.0 and
+//     1.24.3 or onnxruntime-web (ort_attention.js), and TF.js's
+//     MultiHeadAttention layer (tfjs_mha.js), on a shared protocol module,
+//     conform_io.js;
 //   - python/torchtext_sdp.py: torchtext 0.14's ScaledDotProduct;
 //   - gomlx/, spago/: GoMLX's MultiHeadAttention layer and MaskedSoftmax,
 //     and spaGO's attention core, each a Go module of its own (its
@@ -21,8 +24,8 @@
 // The scripts are embedded in the package, so that a binary installed
 // anywhere runs them by name: Resolve writes a shipped adapter's scripts to
 // a private temporary folder and returns the program to run them with
-// (/usr/bin/python3 for PyTorch; node with NODE_PATH at an installed
-// onnxruntime-node). The Go modules are found in the current folder or
+// (/usr/bin/python3 for PyTorch; node with NODE_PATH at the install of the
+// adapter's npm package). The Go modules are found in the current folder or
 // above, a checkout of attnlab, and built there with go build into such a
 // folder. List names them all (attnlab conform -list), with what is
 // missing for each, and Start takes a name or any command line (attnlab

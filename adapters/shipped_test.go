@@ -15,7 +15,10 @@ import (
 // shippedNames are the names attnlab conform -exec takes, as the README
 // lists them.
 var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa",
-	"torchtext-sdp", "gomlx-mha", "gomlx-masked-softmax", "spago", "ggml-flash-attn", "ggml-softmax", "ggml-ollama-mask"}
+	"torchtext-sdp", "gomlx-mha", "gomlx-masked-softmax", "spago",
+	"ort-mha", "ort-mha-no-cache", "ort-attention-1.24", "ort-attention-1.27",
+	"ort-web-attention", "ort-web-attention-no-cache", "ort-web-gqa", "ort-web-mha", "ort-web-mha-no-cache", "tfjs-mha",
+	"ggml-flash-attn", "ggml-softmax", "ggml-ollama-mask"}
 
 func TestList(t *testing.T) {
 	var names []string
@@ -111,10 +114,9 @@ func TestResolveEveryName(t *testing.T) {
 		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: folder %s: %v %v, want a private one", s.Name, dir, fi.Mode(), err)
 		}
-		if interp == adapters.Python {
-			if _, err := os.Stat(filepath.Join(dir, "conform_io.py")); err != nil {
-				t.Errorf("%s: conform_io.py is not beside it: %v", s.Name, err)
-			}
+		io := map[string]string{adapters.Python: "conform_io.py", "node": "conform_io.js"}[interp]
+		if _, err := os.Stat(filepath.Join(dir, io)); err != nil {
+			t.Errorf("%s: %s is not beside it: %v", s.Name, io, err)
 		}
 		p.Cleanup()
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -165,9 +167,10 @@ func TestGGMLMissingSaysHowToBuild(t *testing.T) {
 // TestShippedFromAnotherFolder: the shipped adapters run by name from a
 // folder that is not the repository (as from a go install'ed binary),
 // answer a request and exit 0; onnxruntime-node is found in the user's
-// cache folder. Every script runs (torch_mha and the variants that only add
-// arguments are left out: PyTorch starts in 3-4 s each, and
-// TestResolveEveryName checks their programs).
+// cache folder. Every script runs, and every npm package it is found in
+// (torch_mha and the variants that only add arguments are left out: PyTorch
+// starts in 3-4 s each, onnxruntime-web in 5, and TestResolveEveryName
+// checks their programs).
 func TestShippedFromAnotherFolder(t *testing.T) {
 	// onnxruntime-node where an installed attnlab looks for it (the user's
 	// cache folder), and not in NODE_PATH: node finds it only if Resolve
@@ -186,7 +189,10 @@ func TestShippedFromAnotherFolder(t *testing.T) {
 	}
 	t.Chdir(t.TempDir())
 	for _, s := range adapters.List() {
-		if s.Name == "torch-composite-plain" || s.Name == "torch-mha" || s.Name == "ort-attention-no-cache" || s.Name == "ggml-softmax" || s.Name == "ggml-ollama-mask" {
+		// variants that only add arguments to a script (and npm package
+		// or program) that another name runs
+		if slices.Contains([]string{"torch-composite-plain", "torch-mha", "ort-attention-no-cache", "ort-mha", "ort-mha-no-cache",
+			"ort-web-attention-no-cache", "ort-web-gqa", "ort-web-mha", "ort-web-mha-no-cache", "ggml-softmax", "ggml-ollama-mask"}, s.Name) {
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) {

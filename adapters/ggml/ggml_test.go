@@ -341,3 +341,45 @@ func TestOllamaWindowReproduces(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// TestDecoderCompare runs ggml-lm -compare: both sides chose the same
+// tokens, and each rate and ratio is a positive number (what they are is
+// measured, not judged).
+func TestDecoderCompare(t *testing.T) {
+	need(t)
+	out, err := exec.Command(filepath.Join(bin, "ggml-lm"), "-prompt", "package main\n\nfunc main() {", "-n", "8", "-threads", "1", "-compare", "2", "-json").Output()
+	if err != nil {
+		t.Fatalf("ggml-lm -compare: %v", err)
+	}
+	var c struct {
+		Rounds     int   `json:"rounds"`
+		NewTokens  int   `json:"new_tokens"`
+		SameTokens bool  `json:"same_tokens"`
+		Tokens     []int `json:"tokens"`
+		GGML       struct {
+			Prefill float64 `json:"prefill_tokens_per_second"`
+			Decode  float64 `json:"decode_tokens_per_second"`
+		} `json:"ggml"`
+		Attnlab struct {
+			Prefill float64 `json:"prefill_tokens_per_second"`
+			Decode  float64 `json:"decode_tokens_per_second"`
+		} `json:"attnlab"`
+		PrefillRatio struct{ Median, Min, Max float64 } `json:"prefill_ratio"`
+		DecodeRatio  struct{ Median, Min, Max float64 } `json:"decode_ratio"`
+	}
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if c.Rounds != 2 || !c.SameTokens || c.NewTokens != len(c.Tokens) || c.NewTokens < 2 {
+		t.Errorf("%s", out)
+	}
+	for name, x := range map[string]float64{"ggml prefill": c.GGML.Prefill, "ggml decode": c.GGML.Decode, "attnlab prefill": c.Attnlab.Prefill,
+		"attnlab decode": c.Attnlab.Decode, "prefill ratio": c.PrefillRatio.Median, "decode ratio": c.DecodeRatio.Median} {
+		if !(x > 0) || math.IsInf(x, 0) {
+			t.Errorf("%s = %v", name, x)
+		}
+	}
+	if !(c.DecodeRatio.Min <= c.DecodeRatio.Median && c.DecodeRatio.Median <= c.DecodeRatio.Max) {
+		t.Errorf("decode ratio %+v", c.DecodeRatio)
+	}
+}

@@ -84,7 +84,7 @@ type response struct {
 
 // maxBytes bounds one setup's memory, so that a shape too big for the
 // machine is an error answer, not a process killed mid-run.
-const maxBytes = 12 << 30
+const maxBytes = 8 << 30
 
 // peer holds the runner and the setup of the last shape.
 type peer struct {
