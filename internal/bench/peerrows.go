@@ -113,8 +113,9 @@ func blasWork() *peerWork {
 
 // blasSlow is the ratio of attnlab's GEMM rate to a peer's above which the
 // peer's BLAS is flagged: at half of attnlab's rate or less it is likely
-// single-threaded or built for another CPU, and its attention ratios say
-// more about that than about its kernels.
+// single-threaded, built for another CPU or losing its time to threads that
+// spin on a busy machine, and its attention ratios say more about that than
+// about its kernels.
 const blasSlow = 2.0
 
 // flagSlowBLAS sets the warning of every peer cell of the BLAS row whose
@@ -122,7 +123,7 @@ const blasSlow = 2.0
 func flagSlowBLAS(r *Row) {
 	for name, c := range r.Peers {
 		if c.Ratio > blasSlow {
-			c.Warning = fmt.Sprintf("%s's SGEMM runs at %.0f%% of attnlab's in the same rounds: a BLAS built for another CPU or running on fewer threads; every ratio against %s is suspect",
+			c.Warning = fmt.Sprintf("%s's SGEMM runs at %.0f%% of attnlab's in the same rounds (a BLAS built for another CPU, fewer threads than asked, or threads that spin while waiting on a busy machine): every ratio against %s is suspect",
 				name, 100/c.Ratio, name)
 		}
 	}
