@@ -8,20 +8,21 @@ import (
 	"path/filepath"
 )
 
-// benchScripts are the ONNX Runtime bench peer and the module it requires.
+// benchScripts are the ONNX Runtime bench peer and the modules it requires.
 //
-//go:embed node/ort_bench.js node/ort_attention.js
+//go:embed node/ort_bench.js node/ort_attention.js node/conform_io.js
 var benchScripts embed.FS
 
 // ORTBenchPeer is the ONNX Runtime peer of attnlab bench, node/ort_bench.js
 // (docs/bench-peers.md), made ready to run as Resolve makes an adapter: the
 // program and its arguments (node and the script, written with
-// ort_attention.js, which it requires, to a private temporary folder), the
+// ort_attention.js and conform_io.js, which it requires, to a private
+// temporary folder), the
 // environment to add (NODE_PATH, where onnxruntime-node is) and the
 // function that removes the folder. It fails saying what to install when
 // node or onnxruntime-node is missing.
 func ORTBenchPeer() (argv, env []string, cleanup func(), err error) {
-	modules, why := ortModules()
+	modules, why := nodeModules(npmORT)
 	if why != "" {
 		return nil, nil, nil, errors.New(why)
 	}
@@ -30,7 +31,7 @@ func ORTBenchPeer() (argv, env []string, cleanup func(), err error) {
 		return nil, nil, nil, err
 	}
 	cleanup = func() { os.RemoveAll(dir) }
-	for _, name := range []string{"ort_bench.js", "ort_attention.js"} {
+	for _, name := range []string{"ort_bench.js", "ort_attention.js", "conform_io.js"} {
 		data, err := benchScripts.ReadFile("node/" + name)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), data, 0o600)
