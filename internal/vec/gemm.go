@@ -135,6 +135,25 @@ const parallelMin = 1 << 18
 // gemm computes C = alpha·op(A)·op(B) + beta·C with the micro-kernel kr,
 // splitting large products across goroutines.
 func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	gemmSplit(kr, runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// GemmSerial is Gemm on the calling goroutine alone: for a caller that is
+// itself one of several parallel workers (the fused attention's tile
+// products), where splitting each product again would only start
+// goroutines that wait on each other and on the other workers. The result
+// is the same bits as Gemm's (the split never changes a sum).
+func GemmSerial[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if is32[T]() {
+		gemmSplit(kernel32(), 1, transA, transB, m, n, k, float32(alpha), as32(a), lda, as32(b), ldb, float32(beta), as32(c), ldc)
+		return
+	}
+	gemmSplit(kernel64(), 1, transA, transB, m, n, k, float64(alpha), as64(a), lda, as64(b), ldb, float64(beta), as64(c), ldc)
+}
+
+// gemmSplit is gemm on at most procs goroutines.
+func gemmSplit[T Float](kr *gemmKernel[T], procs int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -143,7 +162,7 @@ func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T,
 		return
 	}
 	if form := skinnyForm(transA, transB, m, n, k); form != 0 {
-		gemmSkinny(form, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		gemmSkinny(form, procs, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	// Split C into nt ranges of whole tiles along its longer side (in
@@ -151,7 +170,7 @@ func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T,
 	// split, so every element is computed the same way for any nt.
 	tilesM, tilesN := ceilDiv(m, kr.mr), ceilDiv(n, kr.nr)
 	tiles := max(tilesM, tilesN)
-	nt := runtime.GOMAXPROCS(0)
+	nt := procs
 	if m*n*k < parallelMin {
 		nt = 1
 	}

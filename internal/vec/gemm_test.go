@@ -398,3 +398,46 @@ func TestGemmRowA(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmSerial: GemmSerial gives Gemm's bits at every thread count, on
+// products large enough that Gemm splits them, and panics on the bad
+// arguments Gemm panics on.
+func TestGemmSerial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(3)
+	for _, c := range []gemmCase{
+		{false, false, 300, 257, 129, 1, 0, 0},
+		{false, true, 129, 700, 65, -0.5, 1, 1},
+		{true, false, 3, 1030, 900, -1, 0, 0}, // skinny
+	} {
+		o := newGemmOperands[float32](rng, c)
+		c0 := append([]float32(nil), o.c...)
+		Gemm(c.transA, c.transB, c.m, c.n, c.k, float32(c.alpha), o.a, o.lda, o.b, o.ldb, float32(c.beta), o.c, o.ldc)
+		want := append([]float32(nil), o.c...)
+		copy(o.c, c0)
+		GemmSerial(c.transA, c.transB, c.m, c.n, c.k, float32(c.alpha), o.a, o.lda, o.b, o.ldb, float32(c.beta), o.c, o.ldc)
+		for i := range want {
+			if !sameBits(o.c[i], want[i]) {
+				t.Fatalf("%v: c[%d] = %v, Gemm gave %v", c, i, o.c[i], want[i])
+			}
+		}
+		o64 := newGemmOperands[float64](rng, c)
+		c64 := append([]float64(nil), o64.c...)
+		Gemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, o64.a, o64.lda, o64.b, o64.ldb, c.beta, o64.c, o64.ldc)
+		want64 := append([]float64(nil), o64.c...)
+		copy(o64.c, c64)
+		GemmSerial(c.transA, c.transB, c.m, c.n, c.k, c.alpha, o64.a, o64.lda, o64.b, o64.ldb, c.beta, o64.c, o64.ldc)
+		for i := range want64 {
+			if !sameBits(o64.c[i], want64[i]) {
+				t.Fatalf("%v float64: c[%d] = %v, Gemm gave %v", c, i, o64.c[i], want64[i])
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("GemmSerial with a short C did not panic")
+		}
+	}()
+	GemmSerial(false, false, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 3), 2)
+}
