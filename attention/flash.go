@@ -24,10 +24,39 @@ import (
 // that machine (n = 1024, H = 8, D = 64, float32, one thread, tiles of 32 to
 // 128 a side): 64 × 64 is at the top for forward and backward alike, 32 or
 // 128 keys a tile within noise of it, 128 queries a tile about a third
-// slower in both passes.
+// slower in both passes. These are the base tiles: decoding's chunks are
+// four key tiles of flashBc, and the tests' tile counts use them; with
+// package vec's AVX2 kernels (A read in place, packing in assembly, the
+// softmax row in one pass) the per-tile costs fell and larger tiles won on
+// a Zen 3 (AVX2, 32 KiB L1d, 512 KiB L2 per core), so the forward and the
+// backward have their own below.
 const (
 	flashBr = 64 // queries per tile
 	flashBc = 64 // keys per tile
+)
+
+// The forward's own tiles are larger: it has two products per tile against
+// the backward's five, so the per-tile costs (packing K and V, the online
+// softmax's rescaling, each product's set-up) weigh more, and a 128×128
+// score tile (64 KiB) still sits in L2 beside its K and V tiles. Measured on
+// a 2-core Zen 3 (AVX2, 32 KiB L1d, 512 KiB L2), one thread, CPU time, n =
+// 1024, H = 8, tiles from 64×64 to 128×128 in rounds: 128×128 was at or
+// near the top in all four of D = 64 and 128, causal and full, 15–40 %
+// above 64×64 (causal gains least: a tile astride the diagonal is computed
+// whole).
+const (
+	fwdBr = 128
+	fwdBc = 128
+)
+
+// The backward's tiles: 96×96. Measured as the forward's (one thread, CPU
+// time, n = 1024, H = 8, tiles from 48×64 to 128×128): 96×96 was 10–18 %
+// above 64×64 under a causal mask at D = 64 and 128 and within noise of it
+// without one; 96 rows are 16 of the AVX2 micro-kernel's 6, so no product
+// has an edge of rows.
+const (
+	bwdBr = 96
+	bwdBc = 96
 )
 
 // bwdMinItems is the number of work items the backward aims for. Work is
@@ -86,9 +115,9 @@ func (o flashOptions) plan(c *Config) *maskPlan {
 }
 
 // FlashForward computes o and lse like Forward, without materialising S or P:
-// for every batch item b and key/value head kvh, each tile of 64 queries
-// (flashBr) of the kvh's group of query heads meets the tiles of 64 keys
-// (flashBc) in turn,
+// for every batch item b and key/value head kvh, each tile of 128 queries
+// (fwdBr) of the kvh's group of query heads meets the tiles of 128 keys
+// (fwdBc) in turn,
 //
 //	S = Q Kᵀ · scale              (one tile)
 //	m' = max(m, rowmax S)         running row maximum
@@ -121,7 +150,7 @@ func (o flashOptions) plan(c *Config) *maskPlan {
 // skipped tile holds no visible pair, so skipping changes no result.
 //
 // Extra memory is O(B·(M+N)) for the per-token mask data and one score tile
-// plus the running maximum and sum of G·64 rows per worker; the output rows
+// plus the running maximum and sum of G·128 rows per worker; the output rows
 // are accumulated in o itself. Work is split over (batch item, KV head,
 // query tile) across runtime.GOMAXPROCS goroutines; every output element is
 // computed by one work item in a fixed order, so results are bit-identical
@@ -233,6 +262,14 @@ func flashForward[T Float](o, lse, q, k, v []T, c *Config, opt flashOptions) err
 		"q": {len(q), c.B * c.Hq * c.M * c.D}, "k": {len(k), c.B * c.Hkv * c.N * c.D},
 		"v": {len(v), c.B * c.Hkv * c.N * c.Dv},
 	})
+	if opt.br == 0 {
+		// no larger than the problem, so that a short one allocates short
+		// tiles (one tile either way: the same sums)
+		opt.br = max(1, min(fwdBr, c.M))
+	}
+	if opt.bc == 0 {
+		opt.bc = max(1, min(fwdBc, c.N))
+	}
 	pl := opt.plan(c)
 	if c.Sinks == nil {
 		if err := pl.emptyRow(c); err != nil {
@@ -440,6 +477,12 @@ func flashBackward[T Float](dq, dk, dv, do, q, k, v, o, lse []T, c *Config, opt 
 		"v": {len(v), c.B * c.Hkv * c.N * c.Dv},
 		"o": {len(o), c.B * c.Hq * c.M * c.Dv}, "lse": {len(lse), c.B * c.Hq * c.M},
 	})
+	if opt.br == 0 {
+		opt.br = max(1, min(bwdBr, c.M)) // as the forward's
+	}
+	if opt.bc == 0 {
+		opt.bc = max(1, min(bwdBc, c.N))
+	}
 	pl := opt.plan(c)
 	BH, M, Dv := c.B*c.Hq, c.M, c.Dv
 

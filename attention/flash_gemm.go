@@ -1,6 +1,8 @@
 package attention
 
 import (
+	"math"
+
 	"github.com/attnlab/attnlab/internal/vec"
 )
 
@@ -291,27 +293,27 @@ func axpy4[T Float](c, a []T, stride int, b []T, n, k int, zero []T) {
 // slope of 1/2 puts every key more than ~90 positions back below 2⁻⁶⁴); with
 // only denormals flushed (2⁻¹²⁶) dS = P ⊙ (dP − Δ) still made denormals from
 // the small normal P, and unflushed the ALiBi backward ran at twice plain
-// attention's time. The sum is of the unflushed values (it goes into the
-// log-sum-exp).
+// attention's time. The float32 row is one pass (vec.ExpShiftFloor: the
+// shift, the exponential, the flush and the sum together), the flush
+// decided on the exponent, s[j] − shift < log(flushBelow); the sum is of
+// the flushed values, which differs from the unflushed one by less than
+// len(s)·2⁻⁶⁴, far below the rounding of the row's sum, at least 1 once
+// its largest weight is in.
 func expShift[T Float](p, s []T, shift T) (sum T, live bool) {
-	sum = vec.ExpShift(p, s, shift)
 	if !vec.Is32[T]() {
+		sum = vec.ExpShift(p, s, shift)
 		return sum, sum > 0
 	}
-	p = p[:len(s)]
-	for x, e := range p {
-		if e < flushBelow {
-			p[x] = 0
-		} else {
-			live = true
-		}
-	}
-	return sum, live
+	return vec.ExpShiftFloor(p, s, shift, flushFloor)
 }
 
 // flushBelow is the float32 weight expShift flushes to zero: 2⁻⁶⁴ of the
-// row's largest, forty bits below float32's rounding.
-const flushBelow = 0x1p-64
+// row's largest, forty bits below float32's rounding; flushFloor is its
+// log, the exponent below which it flushes.
+const (
+	flushBelow = 0x1p-64
+	flushFloor = -64 * math.Ln2
+)
 
 // finite reports whether x holds no NaN and no infinity.
 func finite[T Float](x []T) bool {

@@ -78,10 +78,11 @@ func TestFlashSkipsHiddenTiles(t *testing.T) {
 				var fwd, bwd tileStats
 				o, lse := make([]float64, c.M*c.Dv), make([]float64, c.M)
 				dq, dk, dv := make([]float64, len(q)), make([]float64, len(k)), make([]float64, len(v))
-				if err := flashForward(o, lse, q, k, v, &c, flashOptions{noSkip: noSkip, stats: &fwd}); err != nil {
+				// 64×64 tiles in both passes (their own are larger)
+				if err := flashForward(o, lse, q, k, v, &c, flashOptions{br: flashBr, bc: flashBc, noSkip: noSkip, stats: &fwd}); err != nil {
 					t.Fatal(err)
 				}
-				flashBackward(dq, dk, dv, do, q, k, v, o, lse, &c, flashOptions{noSkip: noSkip, stats: &bwd})
+				flashBackward(dq, dk, dv, do, q, k, v, o, lse, &c, flashOptions{br: flashBr, bc: flashBc, noSkip: noSkip, stats: &bwd})
 				results[x] = [5][]float64{o, lse, dq, dk, dv}
 				want := [3]int64{tc.skipped, tc.partial, tc.full}
 				if noSkip {
@@ -412,10 +413,11 @@ func flashAll[T Float](t *testing.T, c *Config, in [][]T, fwd, bwd *tileStats) [
 	q, k, v, do := in[0], in[1], in[2], in[3]
 	o, lse := make([]T, len(do)), make([]T, c.Hq*c.M)
 	dq, dk, dv := make([]T, len(q)), make([]T, len(k)), make([]T, len(v))
-	if err := flashForward(o, lse, q, k, v, c, flashOptions{stats: fwd}); err != nil {
+	// 64×64 tiles in both passes, so that the dead tiles compare
+	if err := flashForward(o, lse, q, k, v, c, flashOptions{br: flashBr, bc: flashBc, stats: fwd}); err != nil {
 		t.Fatal(err)
 	}
-	flashBackward(dq, dk, dv, do, q, k, v, o, lse, c, flashOptions{stats: bwd})
+	flashBackward(dq, dk, dv, do, q, k, v, o, lse, c, flashOptions{br: flashBr, bc: flashBc, stats: bwd})
 	var out [4][]float64
 	for x, s := range [][]T{o, dq, dk, dv} {
 		out[x] = make([]float64, len(s))

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
@@ -331,9 +332,16 @@ var benchSizes = []int{256, 512, 1024, 2048}
 // products of an unfused implementation would: 4·n²·D·H for the forward
 // (Q Kᵀ and P V) and 8·n²·D·H for the backward (dV, dP, dQ, dK), so that
 // fused and unfused numbers compare as time.
-func reportFlops(b *testing.B, c *attention.Config, perHead int) {
+//
+// It also reports GFLOP per CPU-second of the process since cpu0 (see
+// cpuTime): when other jobs share the machine, wall time says more about
+// them than about the kernel.
+func reportFlops(b *testing.B, c *attention.Config, perHead int, cpu0 time.Duration) {
 	flops := float64(perHead) * float64(c.M) * float64(c.N) * float64(c.D) * float64(c.Hq)
 	b.ReportMetric(flops*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "GFLOP/s")
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(flops*float64(b.N)/float64(cpu.Nanoseconds()), "GFLOP/cpu-s")
+	}
 }
 
 func BenchmarkFlashForward(b *testing.B) {
@@ -342,12 +350,13 @@ func BenchmarkFlashForward(b *testing.B) {
 			c, q, k, v, _ := benchConfig(n)
 			o, lse := make([]float32, len(q)), make([]float32, c.Hq*n)
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if err := attention.FlashForward(o, lse, q, k, v, c); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportFlops(b, c, 4)
+			reportFlops(b, c, 4, cpu0)
 		})
 	}
 }
@@ -362,11 +371,49 @@ func BenchmarkFlashBackward(b *testing.B) {
 			}
 			dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			for b.Loop() {
 				attention.FlashBackward(dq, dk, dv, do, q, k, v, o, lse, c)
 			}
-			reportFlops(b, c, 8)
+			reportFlops(b, c, 8, cpu0)
 		})
+	}
+}
+
+// BenchmarkFlashShapes times the fused forward and forward+backward in
+// float32 at n = 1024, H = 8, D = 64 and 128, causal and full: the shapes of
+// attnlab bench's rows.
+func BenchmarkFlashShapes(b *testing.B) {
+	for _, D := range []int{64, 128} {
+		for _, causal := range []bool{true, false} {
+			c := &attention.Config{B: 1, Hq: 8, Hkv: 8, M: 1024, N: 1024, D: D, Dv: D, Causal: causal}
+			q64, k64, v64, do64 := inputs(c, 1)
+			q, k, v, do := to32(q64), to32(k64), to32(v64), to32(do64)
+			o, lse := make([]float32, len(q)), make([]float32, c.Hq*c.M)
+			dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+			mask := "full"
+			if causal {
+				mask = "causal"
+			}
+			b.Run(fmt.Sprintf("fwd/D=%d/%s", D, mask), func(b *testing.B) {
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if err := attention.FlashForward(o, lse, q, k, v, c); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportFlops(b, c, 4, cpu0)
+			})
+			b.Run(fmt.Sprintf("fwd+bwd/D=%d/%s", D, mask), func(b *testing.B) {
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if err := attention.FlashRun(o, lse, dq, dk, dv, q, k, v, do, c); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportFlops(b, c, 12, cpu0)
+			})
+		}
 	}
 }
 
@@ -375,12 +422,13 @@ func BenchmarkReferenceForward(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			c, q, k, v, _ := benchConfig(n)
 			o, lse, p := make([]float32, len(q)), make([]float32, c.Hq*n), make([]float32, c.Hq*n*n)
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if err := attention.Forward(o, lse, p, q, k, v, c); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportFlops(b, c, 4)
+			reportFlops(b, c, 4, cpu0)
 		})
 	}
 }
@@ -394,10 +442,11 @@ func BenchmarkReferenceBackward(b *testing.B) {
 				b.Fatal(err)
 			}
 			dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+			cpu0 := cpuTime()
 			for b.Loop() {
 				attention.Backward(dq, dk, dv, do, q, k, v, p, c)
 			}
-			reportFlops(b, c, 8)
+			reportFlops(b, c, 8, cpu0)
 		})
 	}
 }

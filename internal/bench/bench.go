@@ -54,6 +54,13 @@ type Row struct {
 	Efficiency      float64 `json:"efficiency,omitempty"`            // attnlab's fraction of the ceiling (GEMM of the dtype, or memory bandwidth)
 	TorchEfficiency float64 `json:"torch_efficiency,omitempty"`      // PyTorch's fraction of the same ceiling
 
+	Level string `json:"level,omitempty"` // stream: the level the array lives in; decode: the level the K and V cache fits in (L2, L3, DRAM)
+
+	// Peers are the other engines' columns, by column name ("ggml",
+	// "ggml f16 K/V", "onnxruntime"), measured interleaved with attnlab
+	// (see PeerCell); a column the row has no cell for did not run.
+	Peers map[string]*PeerCell `json:"peers,omitempty"`
+
 	Error string `json:"error,omitempty"` // generate: the tokens differ from PyTorch's, or a run failed
 }
 
@@ -81,23 +88,54 @@ type Options struct {
 	// unset there is no generate row.
 	Model        string
 	DefaultModel *model.Config
+	// Peers are the peers to run beside attnlab on the attention forward,
+	// decode and BLAS check rows (PeerNames; none when empty), found by
+	// FindPeer, or by bench's FindPeer when it is nil.
+	Peers    []string
+	FindPeer func(name string) (PeerProgram, error)
+	// Only, when not empty, keeps the sections of these names (Sections)
+	// and skips the others; the ceilings of a skipped gemm or stream
+	// section are missing, and so are the efficiencies they give.
+	Only []string
 }
+
+// Sections are the parts of the bench Options.Only chooses from, in the
+// order they run.
+var Sections = []string{"gemm", "stream", "blas", "fwd+bwd", "variants", "fwd", "decode", "generate", "memory"}
 
 // Validate checks the options.
 func (o Options) Validate() error {
 	if !(o.Seconds > 0) || o.Seconds > 600 || o.MaxN < 256 || o.MaxN > 1<<16 {
 		return fmt.Errorf("seconds %v, max-n %d: want seconds in (0, 600] and max-n in [256, 65536]", o.Seconds, o.MaxN)
 	}
+	for _, s := range o.Only {
+		if !slices.Contains(Sections, s) {
+			return fmt.Errorf("no section %q (want %s)", s, strings.Join(Sections, ", "))
+		}
+	}
+	for i, p := range o.Peers {
+		if !slices.Contains(PeerNames, p) {
+			return fmt.Errorf("no peer %q (want %s)", p, strings.Join(PeerNames, ", "))
+		}
+		if slices.Contains(o.Peers[:i], p) {
+			return fmt.Errorf("peer %q named twice", p)
+		}
+	}
 	return nil
 }
 
+// runs reports whether the section called name runs.
+func (o Options) runs(name string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, name) }
+
 // Report is what Run measured.
 type Report struct {
-	CPU      string   `json:"cpu"`
-	Torch    string   `json:"torch"`
-	Model    string   `json:"model,omitempty"` // the model of the generate row
-	Ceilings Ceilings `json:"ceilings"`
-	Rows     []Row    `json:"rows"`
+	CPU      string     `json:"cpu"`
+	Threads  int        `json:"threads"` // attnlab's (GOMAXPROCS) and every peer's
+	Torch    string     `json:"torch"`
+	Peers    []PeerInfo `json:"peers,omitempty"`
+	Model    string     `json:"model,omitempty"` // the model of the generate row
+	Ceilings Ceilings   `json:"ceilings"`
+	Rows     []Row      `json:"rows"`
 }
 
 // Err returns the errors of the rows (a generation whose tokens differ
@@ -134,15 +172,17 @@ func attentionCases(maxN int) []attnCase {
 	return cs
 }
 
-// decodeCases are the decoding workloads: H = 8 at contexts from 256 to
-// 32768, and a GQA shape (32 query heads on 8 KV heads, D = 128).
-var decodeCases = []decodeCase{
-	{ctx: 256, Hq: 8, Hkv: 8, D: 64},
-	{ctx: 1024, Hq: 8, Hkv: 8, D: 64},
-	{ctx: 8192, Hq: 8, Hkv: 8, D: 64},
-	{ctx: 32768, Hq: 8, Hkv: 8, D: 64},
-	{ctx: 8192, Hq: 32, Hkv: 8, D: 128},
-}
+// decodeCases are the decoding workloads: one query row per head against
+// a cache of 256 to 32768 keys, D = 128, MHA (8 heads) and GQA (32 query
+// heads on 8 KV heads). Both read the same K and V (8 KiB per key), from
+// 2 MiB to 256 MiB: the caches, then DRAM.
+var decodeCases = func() []decodeCase {
+	var cs []decodeCase
+	for _, ctx := range []int{256, 1024, 4096, 16384, 32768} {
+		cs = append(cs, decodeCase{ctx: ctx, Hq: 8, Hkv: 8, D: 128}, decodeCase{ctx: ctx, Hq: 32, Hkv: 8, D: 128})
+	}
+	return cs
+}()
 
 // Run measures, in one process and one invocation, attnlab's kernels and,
 // with o.Torch, PyTorch's on the same workloads, then derives the
@@ -153,10 +193,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	report := &Report{CPU: cpuName(), Torch: "PyTorch: not run"}
+	threads := runtime.GOMAXPROCS(0)
+	report := &Report{CPU: cpuName(), Threads: threads, Torch: "PyTorch: not run"}
 	// the generation model first, so that a bad -model fails at once
 	var gen *genWork
-	if o.Model != "" || o.DefaultModel != nil {
+	if (o.Model != "" || o.DefaultModel != nil) && o.runs("generate") {
 		tmp, err := os.MkdirTemp("", "attnlab-bench")
 		if err != nil {
 			return nil, err
@@ -171,6 +212,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		report.Model = gen.label
 	}
+	// then the peers: one that is missing or fails to start is known at
+	// once, and has no column
+	find := o.FindPeer
+	if find == nil {
+		find = FindPeer
+	}
+	var peers []string
+	if o.runs("blas") || o.runs("fwd") || o.runs("decode") {
+		peers = o.Peers
+	}
+	ps, err := startPeers(ctx, peers, find, threads)
+	if err != nil {
+		return nil, err
+	}
+	defer ps.close()
+	report.Peers = ps.info
 
 	budget := time.Duration(o.Seconds * float64(time.Second))
 	var rows []Row
@@ -179,6 +236,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	for _, dt := range []string{"float32", "float64"} {
 		for _, n := range []int{256, 512, 1024, 2048} {
+			if !o.runs("gemm") {
+				break
+			}
 			t := measure(func() func() { return gemmRunner(dt, n) })
 			rows = append(rows, gemmRow(dt, n, t))
 			sp.GEMM = append(sp.GEMM, map[string]any{"n": n, "dtype": dt})
@@ -186,33 +246,103 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	size := streamSize()
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && o.runs("stream") {
 		arrays := newStreamArrays(size)
-		threads := []int{1}
-		if p := runtime.GOMAXPROCS(0); p > 1 {
-			threads = append(threads, p)
+		ths := []int{1}
+		if threads > 1 {
+			ths = append(ths, threads)
 		}
 		for _, op := range []string{"read", "copy"} {
-			for _, th := range threads {
-				t := measure(func() func() { return arrays.runner(op, th) })
-				rows = append(rows, streamRow(op, size, th, t))
+			for _, th := range ths {
+				t := measure(func() func() { return arrays.runner(op, th, 1) })
+				rows = append(rows, streamRow(op, size, th, 1, levelDRAM, t))
 				sp.Stream = append(sp.Stream, map[string]any{"op": op, "bytes": size, "threads": th})
 			}
 		}
 	}
+	// the read bandwidth of the caches, the ceilings of decoding rows whose
+	// cache fits in them
+	for _, ls := range cacheLevelSizes(threads) {
+		if ctx.Err() != nil || !o.runs("stream") {
+			break
+		}
+		arrays := newStreamArrays(ls.size)
+		passes := streamPasses(ls.size)
+		t := measure(func() func() { return arrays.runner("read", threads, passes) })
+		rows = append(rows, streamRow("read", ls.size, threads, passes, ls.level, t))
+		sp.Stream = append(sp.Stream, map[string]any{"op": "read", "bytes": ls.size, "threads": threads})
+	}
 	ceilingAt := len(rows)
 
+	// beside the peers: interleaved when one runs the op, else alone; in a
+	// goroutine of its own, so that an interrupt need not wait for a run
+	// in progress
+	timed := func(mk func() *peerWork) (float64, map[string]*PeerCell) {
+		type result struct {
+			t     float64
+			cells map[string]*PeerCell
+		}
+		done := make(chan result, 1)
+		go func() {
+			if ctx.Err() != nil {
+				done <- result{t: math.NaN()}
+				return
+			}
+			w := mk()
+			if ps.any(w.req.Op) {
+				t, cells := ps.interleave(ctx, budget, w)
+				done <- result{t, cells}
+				return
+			}
+			done <- result{t: measure(func() func() { return w.run })}
+		}()
+		select {
+		case r := <-done:
+			return r.t, r.cells
+		case <-ctx.Done():
+			return math.NaN(), nil
+		}
+	}
+
+	// each peer's SGEMM beside attnlab's: a peer far below it is flagged
+	if ps.any("sgemm") && ctx.Err() == nil && o.runs("blas") {
+		t, cells := timed(blasWork)
+		row := blasRow(t)
+		row.Peers = cells
+		flagSlowBLAS(&row)
+		rows = append(rows, row)
+	}
+
 	for _, a := range attentionCases(o.MaxN) {
+		if !o.runs("fwd+bwd") {
+			break
+		}
 		t := measure(func() func() { return attentionRunner(a) })
 		rows = append(rows, attentionRow(a, t))
 		sp.Attention = append(sp.Attention, map[string]any{"n": a.n, "h": a.H, "d": a.D, "dtype": a.dtype, "causal": a.causal})
 	}
-	if ctx.Err() == nil && o.MaxN >= 1024 {
+	if ctx.Err() == nil && o.MaxN >= 1024 && o.runs("variants") {
 		rows = append(rows, variantRows(ctx, budget)...)
 	}
+	for _, a := range forwardCases(o.MaxN) {
+		if !o.runs("fwd") {
+			break
+		}
+		t, cells := timed(func() *peerWork { return forwardWork(a) })
+		row := forwardRow(a, t)
+		row.Peers = cells
+		rows = append(rows, row)
+	}
+	l2, l3 := cacheSize(2), cacheSize(3)
 	for _, d := range decodeCases {
-		t := measure(func() func() { return decodeRunner(d) })
-		rows = append(rows, decodeRow(d, t))
+		if !o.runs("decode") {
+			break
+		}
+		t, cells := timed(func() *peerWork { return decodeWork(d) })
+		row := decodeRow(d, t)
+		row.Peers = cells
+		row.Level = cacheLevel(row.Bytes, threads, l2, l3)
+		rows = append(rows, row)
 		sp.Decode = append(sp.Decode, map[string]any{"context": d.ctx, "h": d.Hq, "hkv": d.Hkv, "d": d.D})
 	}
 	var genTokens []int
@@ -221,7 +351,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		row, genTokens = measureGenerate(ctx, gen, budget)
 		rows = append(rows, row)
 	}
-	if o.ChildMemory != nil && ctx.Err() == nil {
+	if o.ChildMemory != nil && ctx.Err() == nil && o.runs("memory") {
 		mem, err := o.ChildMemory(ctx, 16384)
 		if err != nil && ctx.Err() == nil {
 			return nil, err
@@ -330,19 +460,6 @@ func attentionOf[T float32 | float64](c *attention.Config) func() {
 			panic(err)
 		}
 		attention.FlashBackward(dq, dk, dv, do, q, k, v, o, lse, c)
-	}
-}
-
-func decodeRunner(d decodeCase) func() {
-	c := &attention.Config{B: 1, Hq: d.Hq, Hkv: d.Hkv, M: 1, N: d.ctx, D: d.D, Dv: d.D, Causal: true}
-	r := rand.New(rand.NewPCG(3, uint64(d.ctx)))
-	q := randSlice[float32](r, d.Hq*d.D)
-	k, v := randSlice[float32](r, d.Hkv*d.ctx*d.D), randSlice[float32](r, d.Hkv*d.ctx*d.D)
-	o, lse := make([]float32, d.Hq*d.D), make([]float32, d.Hq)
-	return func() {
-		if err := attention.DecodeForward(o, lse, q, k, v, c); err != nil {
-			panic(err)
-		}
 	}
 }
 

@@ -61,23 +61,33 @@ func TestDecodeBytes(t *testing.T) {
 func TestBenchDerive(t *testing.T) {
 	g32 := gemmRow("float32", 1024, 0.01) // 2·1024³ / 0.01 s = 214.748 GFLOP/s
 	g32.Torch = 250
-	g64 := gemmRow("float64", 1024, 0.02)    // 107.374 GFLOP/s
-	s := streamRow("read", 256<<20, 1, 0.02) // 268435456 B / 0.02 s = 13.422 GB/s
+	g64 := gemmRow("float64", 1024, 0.02)                  // 107.374 GFLOP/s
+	s := streamRow("read", 256<<20, 1, 1, levelDRAM, 0.02) // 268435456 B / 0.02 s = 13.422 GB/s
 	s.Torch = 12
-	c := streamRow("copy", 256<<20, 2, 0.025) // 2·268435456 / 0.025 = 21.475 GB/s
+	c := streamRow("copy", 256<<20, 2, 1, levelDRAM, 0.025) // 2·268435456 / 0.025 = 21.475 GB/s
 	a := attentionRow(attnCase{dtype: "float32", n: 1024, H: 8, D: 64, causal: true, shortName: true}, 0.1)
 	a.Torch = 20
 	af := attentionRow(attnCase{dtype: "float32", n: 1024, H: 8, D: 64}, 0.1)
 	d := decodeRow(decodeCase{ctx: 1024, Hq: 8, Hkv: 8, D: 64}, 200e-6)
 	d.Torch = 400
-	rows := []Row{g32, g64, s, c, a, af, d}
+	// 128 passes over 512 KiB = 64 MiB in 0.5 ms: 134.218 GB/s
+	l2 := streamRow("read", 512<<10, 2, 128, levelL2, 0.0005)
+	// 8 passes over 8 MiB = 64 MiB in 1 ms: 67.109 GB/s
+	l3 := streamRow("read", 8<<20, 2, 8, levelL3, 0.001)
+	d3 := decodeRow(decodeCase{ctx: 1024, Hq: 8, Hkv: 8, D: 64}, 100e-6)
+	d3.Level = levelL3
+	rows := []Row{g32, g64, s, c, a, af, d, l2, l3, d3}
 
 	cl := ceilings(rows)
-	if cl.SGEMM != 250 || !near(cl.DGEMM, 107.3741824) || !near(cl.MemoryBandwidth, 21.47483648) || !near(cl.ReadBandwidth, 13.4217728) {
-		t.Fatalf("ceilings %+v, want SGEMM 250 (PyTorch's), DGEMM 107.374, bandwidth 21.475 (the copy), read 13.422", cl)
+	if cl.SGEMM != 250 || !near(cl.DGEMM, 107.3741824) || !near(cl.MemoryBandwidth, 21.47483648) || !near(cl.ReadBandwidth, 13.4217728) ||
+		!near(cl.L2Read, 134.217728) || !near(cl.L3Read, 67.108864) {
+		t.Fatalf("ceilings %+v, want SGEMM 250 (PyTorch's), DGEMM 107.374, bandwidth 21.475 (the copy), read 13.422 (DRAM), L2 134.218, L3 67.109", cl)
+	}
+	if l2.Case != "read float32 512 KiB (L2), 2 threads" || l3.Case != "read float32 8 MiB (L3), 2 threads" || s.Case != "read float32 256 MiB, 1 thread" {
+		t.Errorf("stream cases %q %q %q", l2.Case, l3.Case, s.Case)
 	}
 	derive(rows, cl)
-	g32, g64, a, af, d = rows[0], rows[1], rows[4], rows[5], rows[6]
+	g32, g64, a, af, d, d3 = rows[0], rows[1], rows[4], rows[5], rows[6], rows[9]
 	if a.Case != "float32 n=1024" || af.Case != "float32 n=1024 D=64 full" || d.Case != "float32 context=1024" {
 		t.Errorf("case names %q %q %q", a.Case, af.Case, d.Case)
 	}
@@ -103,13 +113,44 @@ func TestBenchDerive(t *testing.T) {
 		{"decode efficiency", d.Efficiency, 20.97152 / 13.4217728}, // of the read ceiling: decoding only reads
 		{"decode torch bandwidth", d.TorchBandwidth, 10.48576},
 		{"decode torch efficiency", d.TorchEfficiency, 10.48576 / 13.4217728},
+		// the same bytes in 100 µs, against the L3 ceiling
+		{"decode L3 bandwidth", d3.Bandwidth, 41.94304},
+		{"decode L3 efficiency", d3.Efficiency, 41.94304 / 67.108864},
 	} {
 		if !near(x.got, x.want) {
 			t.Errorf("%s = %.10g, want %.10g", x.name, x.got, x.want)
 		}
 	}
-	if d.Ours != 200 || d.Unit != "µs/token" {
-		t.Errorf("decode row %v %s", d.Ours, d.Unit)
+	if d.Ours != 200 || d.Unit != "µs/token" || d.Level != levelDRAM {
+		t.Errorf("decode row %v %s %s", d.Ours, d.Unit, d.Level)
+	}
+	// a level whose ceiling was not measured falls back to DRAM's
+	d2 := decodeRow(decodeCase{ctx: 1024, Hq: 8, Hkv: 8, D: 64}, 200e-6)
+	d2.Level = levelL2
+	rows = []Row{d2}
+	derive(rows, Ceilings{ReadBandwidth: 13.4217728})
+	if rows[0].Level != levelDRAM || !near(rows[0].Efficiency, 20.97152/13.4217728) {
+		t.Errorf("no L2 ceiling: level %s, efficiency %v", rows[0].Level, rows[0].Efficiency)
+	}
+}
+
+// TestForwardFlops: 4·n²·D·H nominal, half of it executed under a causal
+// mask; the GQA case names its heads.
+func TestForwardFlops(t *testing.T) {
+	nom, ex := forwardFlops(1024, 64, 8, true)
+	if want := 2 * 2 * float64(1024*1024*64) * 8; nom != want || ex != want/2 {
+		t.Errorf("causal: %g %g", nom, ex)
+	}
+	if nom, ex := forwardFlops(1024, 64, 8, false); nom != ex {
+		t.Errorf("full: %g %g", nom, ex)
+	}
+	r := forwardRow(attnCase{dtype: "float32", n: 2048, H: 8, Hkv: 2, D: 64, causal: true}, 0.5)
+	if r.Case != "float32 n=2048 D=64 causal Hq=8 Hkv=2" || r.Group != "attention fwd" || !near(r.Ours, 4*2048*2048*64*8/0.5/1e9) {
+		t.Errorf("%+v", r)
+	}
+	cs := forwardCases(4096)
+	if len(cs) != 4*4+2 || cs[len(cs)-1].kvHeads() != 2 || cs[0].kvHeads() != 8 {
+		t.Errorf("%d cases: %+v", len(cs), cs)
 	}
 }
 

@@ -72,10 +72,12 @@ func gemmRow(dt string, n int, seconds float64) Row {
 		Ours: f / seconds / 1e9, Flops: f}
 }
 
-// attnCase is one attention workload: B = 1, M = N = n, Dv = D.
+// attnCase is one attention workload: B = 1, M = N = n, Dv = D, H query
+// heads on Hkv KV heads (0: H).
 type attnCase struct {
 	dtype     string
 	n, H, D   int
+	Hkv       int
 	causal    bool
 	shortName bool // the case reads "float32 n=1024", as before other shapes were measured
 }
@@ -87,6 +89,9 @@ func (a attnCase) name() string {
 	mask := "full"
 	if a.causal {
 		mask = "causal"
+	}
+	if a.Hkv != 0 && a.Hkv != a.H {
+		return fmt.Sprintf("%s n=%d D=%d %s Hq=%d Hkv=%d", a.dtype, a.n, a.D, mask, a.H, a.Hkv)
 	}
 	return fmt.Sprintf("%s n=%d D=%d %s", a.dtype, a.n, a.D, mask)
 }
@@ -115,22 +120,51 @@ func decodeRow(d decodeCase, seconds float64) Row {
 		Ours: seconds * 1e6, Bytes: decodeBytes(d.Hkv, d.ctx, d.D)}
 }
 
-func streamRow(op string, size, threads int, seconds float64) Row {
-	b := streamBytes(op, size)
+// streamRow is a stream row of passes passes over an array of size bytes
+// at the given cache level (levelDRAM: the array is far larger than the
+// caches).
+func streamRow(op string, size, threads, passes int, level string, seconds float64) Row {
+	b := streamBytes(op, size) * float64(passes)
 	plural := "s"
 	if threads == 1 {
 		plural = ""
 	}
-	return Row{Group: "stream", Case: fmt.Sprintf("%s float32 %d MiB, %d thread%s", op, size>>20, threads, plural),
-		Unit: "GB/s", DType: "float32", Ours: b / seconds / 1e9, Bytes: b}
+	what := fmt.Sprintf("%d MiB", size>>20)
+	if level != levelDRAM {
+		what = fmt.Sprintf("%s (%s)", byteSize(size), level)
+	}
+	return Row{Group: "stream", Case: fmt.Sprintf("%s float32 %s, %d thread%s", op, what, threads, plural),
+		Unit: "GB/s", DType: "float32", Ours: b / seconds / 1e9, Bytes: b, Level: level}
+}
+
+// byteSize writes n bytes in KiB or MiB.
+func byteSize(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // Ceilings are the machine's limits as this run measured them.
 type Ceilings struct {
-	SGEMM           float64 `json:"sgemm_gflops"`         // best float32 gemm row, attnlab or PyTorch
-	DGEMM           float64 `json:"dgemm_gflops"`         // best float64 gemm row, attnlab or PyTorch
-	MemoryBandwidth float64 `json:"memory_bandwidth_gbs"` // best stream row, attnlab or PyTorch
-	ReadBandwidth   float64 `json:"read_bandwidth_gbs"`   // best stream read row: the ceiling of a workload that only reads, as decoding
+	SGEMM           float64 `json:"sgemm_gflops"`                    // best float32 gemm row, attnlab or PyTorch
+	DGEMM           float64 `json:"dgemm_gflops"`                    // best float64 gemm row, attnlab or PyTorch
+	MemoryBandwidth float64 `json:"memory_bandwidth_gbs"`            // best DRAM stream row, attnlab or PyTorch
+	ReadBandwidth   float64 `json:"read_bandwidth_gbs"`              // best DRAM stream read row: the ceiling of a workload that only reads, as decoding
+	L3Read          float64 `json:"l3_read_bandwidth_gbs,omitempty"` // best stream read row of an array in L3
+	L2Read          float64 `json:"l2_read_bandwidth_gbs,omitempty"` // best stream read row of arrays in the cores' L2
+}
+
+// readCeiling is the read bandwidth of a cache level ("" is DRAM), 0 when
+// it was not measured.
+func (c Ceilings) readCeiling(level string) float64 {
+	switch level {
+	case levelL2:
+		return c.L2Read
+	case levelL3:
+		return c.L3Read
+	}
+	return c.ReadBandwidth
 }
 
 // ceilings returns the best rates of the gemm and stream rows, both
@@ -144,11 +178,15 @@ func ceilings(rows []Row) Ceilings {
 			c.SGEMM = max(c.SGEMM, best)
 		case r.Group == "gemm" && r.DType == "float64":
 			c.DGEMM = max(c.DGEMM, best)
-		case r.Group == "stream":
+		case r.Group == "stream" && (r.Level == levelDRAM || r.Level == ""):
 			c.MemoryBandwidth = max(c.MemoryBandwidth, best)
 			if strings.HasPrefix(r.Case, "read ") {
 				c.ReadBandwidth = max(c.ReadBandwidth, best)
 			}
+		case r.Group == "stream" && r.Level == levelL3 && strings.HasPrefix(r.Case, "read "):
+			c.L3Read = max(c.L3Read, best)
+		case r.Group == "stream" && r.Level == levelL2 && strings.HasPrefix(r.Case, "read "):
+			c.L2Read = max(c.L2Read, best)
 		}
 	}
 	return c
@@ -168,8 +206,11 @@ func nonNaN(x float64) float64 {
 //	attention  executed_gflops = GFLOP/s · executed_flops / flops (attnlab)
 //	           torch_executed_gflops = torch (the eager path executes the nominal count)
 //	           efficiency = executed GFLOP/s / GEMM ceiling of the dtype
+//	           (forward+backward and forward alike)
 //	decode     bandwidth_gbs = bytes / (µs/token · 1e-6) / 1e9
-//	           efficiency = bandwidth_gbs / read bandwidth (decoding only reads K and V)
+//	           efficiency = bandwidth_gbs / read bandwidth of the row's level
+//	           (decoding only reads K and V, from the cache level its
+//	           working set fits in; DRAM when that level was not measured)
 //
 // and the same with torch_ for PyTorch's column where it has a value.
 func derive(rows []Row, c Ceilings) {
@@ -191,11 +232,13 @@ func derive(rows []Row, c Ceilings) {
 		case "gemm":
 			r.Efficiency = frac(r.Ours, ceil(r.DType))
 			r.TorchEfficiency = frac(r.Torch, ceil(r.DType))
-		case "attention fwd+bwd":
+		case "attention fwd+bwd", "attention fwd":
 			if r.Flops > 0 && r.Ours > 0 {
 				r.Executed = r.Ours * r.ExecutedFlops / r.Flops
 			}
-			r.TorchExecuted = r.Torch
+			if r.Torch > 0 {
+				r.TorchExecuted = r.Torch
+			}
 			r.Efficiency = frac(r.Executed, ceil(r.DType))
 			r.TorchEfficiency = frac(r.TorchExecuted, ceil(r.DType))
 		case "decode":
@@ -205,8 +248,11 @@ func derive(rows []Row, c Ceilings) {
 			if r.Torch > 0 {
 				r.TorchBandwidth = r.Bytes / (r.Torch * 1e-6) / 1e9
 			}
-			r.Efficiency = frac(r.Bandwidth, c.ReadBandwidth)
-			r.TorchEfficiency = frac(r.TorchBandwidth, c.ReadBandwidth)
+			if r.Level == "" || c.readCeiling(r.Level) == 0 {
+				r.Level = levelDRAM
+			}
+			r.Efficiency = frac(r.Bandwidth, c.readCeiling(r.Level))
+			r.TorchEfficiency = frac(r.TorchBandwidth, c.readCeiling(r.Level))
 		}
 	}
 }
@@ -217,7 +263,9 @@ func ceilingRows(c Ceilings) []Row {
 	return []Row{
 		{Group: "ceiling", Case: "SGEMM: best float32 gemm row", Unit: "GFLOP/s", DType: "float32", Ours: c.SGEMM},
 		{Group: "ceiling", Case: "DGEMM: best float64 gemm row", Unit: "GFLOP/s", DType: "float64", Ours: c.DGEMM},
-		{Group: "ceiling", Case: "memory bandwidth: best stream row", Unit: "GB/s", Ours: c.MemoryBandwidth},
-		{Group: "ceiling", Case: "read bandwidth: best stream read row", Unit: "GB/s", Ours: c.ReadBandwidth},
+		{Group: "ceiling", Case: "memory bandwidth: best DRAM stream row", Unit: "GB/s", Ours: c.MemoryBandwidth},
+		{Group: "ceiling", Case: "read bandwidth: best DRAM stream read row", Unit: "GB/s", Ours: c.ReadBandwidth},
+		{Group: "ceiling", Case: "L3 read bandwidth: best L3 stream read row", Unit: "GB/s", Ours: c.L3Read},
+		{Group: "ceiling", Case: "L2 read bandwidth: best L2 stream read row", Unit: "GB/s", Ours: c.L2Read},
 	}
 }

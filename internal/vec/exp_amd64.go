@@ -2,6 +2,8 @@
 
 package vec
 
+import "math"
+
 //go:noescape
 func exp32AVX512(dst, x []float32)
 
@@ -54,4 +56,50 @@ func exp64(dst, x []float64) {
 	default:
 		exp64Generic(dst, x)
 	}
+}
+
+// expShiftFloor32AVX2 handles whole vectors of 8 only (see mkasm.go).
+//
+//go:noescape
+func expShiftFloor32AVX2(dst, x []float32, shift, floor float32) (sum float32, live bool)
+
+// max32AVX2 handles whole vectors of 8, at least one.
+//
+//go:noescape
+func max32AVX2(x []float32) (m float32, nan bool)
+
+func expShiftFloor32(dst, x []float32, shift, floor float32) (float32, bool) {
+	if !useAVX2 {
+		return expShiftFloor32Generic(dst, x, shift, floor)
+	}
+	n := len(x) &^ 7
+	sum, live := expShiftFloor32AVX2(dst[:n], x[:n], shift, floor)
+	if n < len(x) {
+		// the tail as a whole vector, padded with −Inf (which gives 0)
+		buf := [8]float32{}
+		for i := range buf {
+			buf[i] = float32(math.Inf(-1))
+		}
+		copy(buf[:], x[n:])
+		s, l := expShiftFloor32AVX2(buf[:], buf[:], shift, floor)
+		copy(dst[n:len(x)], buf[:])
+		sum, live = sum+s, live || l
+	}
+	return sum, live
+}
+
+func max32(x []float32) float32 {
+	if !useAVX2 || len(x) < 8 {
+		return maxGeneric(x)
+	}
+	n := len(x) &^ 7
+	m, nan := max32AVX2(x[:n])
+	for _, v := range x[n:] {
+		nan = nan || v != v
+		m = max(m, v)
+	}
+	if nan {
+		return float32(math.NaN())
+	}
+	return m
 }

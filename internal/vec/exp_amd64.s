@@ -643,3 +643,118 @@ loop:
 tail:
 	VZEROUPPER
 	RET
+
+// func expShiftFloor32AVX2(dst, x []float32, shift, floor float32) (sum float32, live bool)
+TEXT ·expShiftFloor32AVX2(SB), NOSPLIT, $0-61
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS shift+48(FP), Y13
+	VBROADCASTSS floor+52(FP), Y12
+	// Y15 = −87, Y14 = 88: the clamp
+	MOVL $0xc2ae0000, AX
+	VMOVD AX, X15
+	VBROADCASTSS X15, Y15
+	MOVL $0x42b00000, AX
+	VMOVD AX, X14
+	VBROADCASTSS X14, Y14
+	// Y11 = the sum, Y9 = the lanes kept
+	VXORPS Y11, Y11, Y11
+	VXORPS Y9, Y9, Y9
+loop:
+	CMPQ CX, $8
+	JLT done
+	VMOVUPS (SI), Y0
+	VSUBPS Y13, Y0, Y0
+	// Y6 = not (t < floor): the lanes kept, NaN included
+	VCMPPS $5, Y12, Y0, Y6
+	VORPS Y6, Y9, Y9
+	// clamp; t is the second source, so a NaN t passes through
+	VMAXPS Y0, Y15, Y0
+	VMINPS Y0, Y14, Y0
+	// n = round(t·log2e); r = t − n·C1 − n·C2
+	VMULPS exp32const<>+128(SB), Y0, Y1
+	VROUNDPS $8, Y1, Y1
+	VFNMADD231PS exp32const<>+192(SB), Y1, Y0
+	VFNMADD231PS exp32const<>+256(SB), Y1, Y0
+	// Horner evaluation of the polynomial
+	VMOVUPS exp32const<>+448(SB), Y2
+	VFMADD213PS exp32const<>+512(SB), Y0, Y2
+	VFMADD213PS exp32const<>+576(SB), Y0, Y2
+	VFMADD213PS exp32const<>+640(SB), Y0, Y2
+	VFMADD213PS exp32const<>+704(SB), Y0, Y2
+	VFMADD213PS exp32const<>+768(SB), Y0, Y2
+	// exp(r) = 1 + r + r²·P(r)
+	VMULPS Y0, Y0, Y3
+	VFMADD213PS Y0, Y3, Y2
+	VADDPS exp32const<>+320(SB), Y2, Y2
+	// y·2ⁿ, n in [−126, 127]: the bits of 2ⁿ are (n+127)<<23
+	VCVTPS2DQ Y1, Y4
+	VPSLLD $23, Y4, Y4
+	VPADDD exp32const<>+320(SB), Y4, Y4
+	VMULPS Y4, Y2, Y2
+	VANDPS Y6, Y2, Y2
+	VMOVUPS Y2, (DI)
+	VADDPS Y2, Y11, Y11
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP loop
+done:
+	VEXTRACTF128 $1, Y11, X0
+	VADDPS X0, X11, X0
+	VMOVHLPS X0, X0, X1
+	VADDPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VADDSS X1, X0, X0
+	MOVSS X0, sum+56(FP)
+	VMOVMSKPS Y9, AX
+	TESTL AX, AX
+	SETNE live+60(FP)
+	VZEROUPPER
+	RET
+
+// func max32AVX2(x []float32) (m float32, nan bool)
+TEXT ·max32AVX2(SB), NOSPLIT, $0-29
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y1
+	VCMPPS $3, Y0, Y0, Y2
+	ADDQ $32, SI
+	SUBQ $8, CX
+loop:
+	CMPQ CX, $16
+	JLT one
+	VMOVUPS (SI), Y3
+	VMOVUPS 32(SI), Y4
+	VMAXPS Y3, Y0, Y0
+	VMAXPS Y4, Y1, Y1
+	VCMPPS $3, Y3, Y3, Y5
+	VCMPPS $3, Y4, Y4, Y6
+	VORPS Y5, Y2, Y2
+	VORPS Y6, Y2, Y2
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP loop
+one:
+	CMPQ CX, $8
+	JLT done
+	VMOVUPS (SI), Y3
+	VMAXPS Y3, Y0, Y0
+	VCMPPS $3, Y3, Y3, Y5
+	VORPS Y5, Y2, Y2
+done:
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VMOVHLPS X0, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VMAXSS X1, X0, X0
+	MOVSS X0, m+24(FP)
+	VMOVMSKPS Y2, AX
+	TESTL AX, AX
+	SETNE nan+28(FP)
+	VZEROUPPER
+	RET

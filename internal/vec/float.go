@@ -1,6 +1,7 @@
 package vec
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 )
@@ -97,6 +98,63 @@ func ExpShift[T Float](dst, x []T, shift T) T {
 	return sum
 }
 
+// ExpShiftFloor is ExpShift with a floor under the exponent:
+//
+//	var sum T
+//	for i, v := range x {
+//		dst[i] = 0
+//		if t := v - shift; !(t < floor) { // NaN too
+//			dst[i] = T(math.Exp(float64(t)))
+//			live = true
+//		}
+//		sum += dst[i]
+//	}
+//	return sum, live
+//
+// It is the fused attention's softmax, which sets weights too small to move
+// a float32 output to 0 (floor is the log of that weight) and skips the
+// products of a tile with none left. float32 runs it in one pass (on AVX2:
+// the shift, Exp32's polynomial with one scaling step by 2ⁿ, the floor's
+// mask and the sum together), which needs floor ≥ −87 (weights of normal
+// size) and t ≤ 88; float64 runs math.Exp. dst may be x.
+func ExpShiftFloor[T Float](dst, x []T, shift, floor T) (sum T, live bool) {
+	if floor < -87 {
+		panic(fmt.Sprintf("vec: ExpShiftFloor floor %v < -87", floor))
+	}
+	dst = dst[:len(x)]
+	if is32[T]() {
+		s, l := expShiftFloor32(as32(dst), as32(x), float32(shift), float32(floor))
+		return T(s), l
+	}
+	for i, v := range x {
+		e := T(0)
+		if t := v - shift; !(t < floor) {
+			e = T(math.Exp(float64(t)))
+			live = true
+		}
+		dst[i] = e
+		sum += e
+	}
+	return sum, live
+}
+
+// expShiftFloor32Generic is the portable ExpShiftFloor32.
+func expShiftFloor32Generic(dst, x []float32, shift, floor float32) (sum float32, live bool) {
+	dst = dst[:len(x)]
+	negInf := float32(math.Inf(-1))
+	for i, v := range x {
+		t := v - shift
+		if t < floor {
+			t = negInf
+		} else {
+			live = true
+		}
+		dst[i] = t
+	}
+	exp32(dst, dst)
+	return sum32(dst), live
+}
+
 // Is32 reports whether T is a 4-byte float: callers that keep an exact
 // float64 path (math.Exp) and a vectorised float32 one branch on it.
 func Is32[T Float]() bool { return is32[T]() }
@@ -136,6 +194,14 @@ func sum32(x []float32) float32 {
 // Max returns the largest element of x (NaN if x holds one), -Inf when x
 // is empty. The result does not depend on the order of the comparisons.
 func Max[T Float](x []T) T {
+	if is32[T]() {
+		return T(max32(as32(x)))
+	}
+	return maxGeneric(x)
+}
+
+// maxGeneric is the portable Max.
+func maxGeneric[T Float](x []T) T {
 	m := [4]T{T(math.Inf(-1)), T(math.Inf(-1)), T(math.Inf(-1)), T(math.Inf(-1))}
 	i := 0
 	for ; i+4 <= len(x); i += 4 {

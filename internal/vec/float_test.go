@@ -2,6 +2,7 @@ package vec
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -93,4 +94,105 @@ func TestMaxAndSum(t *testing.T) {
 			t.Errorf("sum32 of %d = %v, want %v", n, got, want)
 		}
 	}
+}
+
+// TestMax32Paths: float32 Max on every path (the AVX2 kernel takes whole
+// vectors of 8) finds the largest element wherever it lies, and NaN
+// wherever one lies, at every length around the vector and its pairs.
+func TestMax32Paths(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		for n := 1; n <= 40; n++ {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(i%7) - 10
+			}
+			for at := range n {
+				y := slices.Clone(x)
+				y[at] = 3
+				if m := Max(y); m != 3 {
+					t.Errorf("n %d, largest at %d: %v", n, at, m)
+				}
+				y[at] = float32(math.NaN())
+				if m := Max(y); m == m {
+					t.Errorf("n %d, NaN at %d: %v", n, at, m)
+				}
+			}
+			neg := make([]float32, n)
+			for i := range neg {
+				neg[i] = float32(math.Inf(-1))
+			}
+			if m := Max(neg); !math.IsInf(float64(m), -1) {
+				t.Errorf("n %d, all -Inf: %v", n, m)
+			}
+		}
+	})
+}
+
+// TestExpShiftFloor32: every element is exp(x − shift) within Exp32's
+// accuracy where x − shift ≥ floor, exactly 0 below it and for −Inf, NaN for
+// NaN; the sum is the sum of the outputs; live says whether any element is
+// kept; in place gives the same; on every path, at every length around the
+// vector of 8.
+func TestExpShiftFloor32(t *testing.T) {
+	const floor = -44.361419555836 // ln 2⁻⁶⁴, attention's
+	forEachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(21, 22))
+		for n := 0; n <= 40; n++ {
+			for _, shift := range []float32{0, 3.5, -20} {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = shift - float32(rng.Float64()*60) // t in (−60, 0]
+				}
+				if n > 3 {
+					x[1] = float32(math.Inf(-1))
+					x[2] = shift + floor + 0.01 // just kept
+					x[3] = shift + floor - 0.01 // just flushed
+				}
+				dst := make([]float32, n)
+				sum, live := ExpShiftFloor[float32](dst, x, shift, floor)
+				var want float64
+				wantLive := false
+				for i, v := range x {
+					tt := float64(v - shift)
+					if tt < floor {
+						if dst[i] != 0 {
+							t.Errorf("n %d: t %v below the floor gave %v", n, tt, dst[i])
+						}
+						continue
+					}
+					wantLive = true
+					ref := math.Exp(tt)
+					if math.Abs(float64(dst[i])-ref) > 3e-7*ref {
+						t.Errorf("n %d: exp(%v) = %v, want %v", n, tt, dst[i], ref)
+					}
+					want += float64(dst[i])
+				}
+				if math.Abs(float64(sum)-want) > 1e-6*want || live != wantLive {
+					t.Errorf("n %d shift %v: sum %v live %v, want %v %v", n, shift, sum, live, want, wantLive)
+				}
+				in := slices.Clone(x)
+				s2, l2 := ExpShiftFloor[float32](in, in, shift, floor)
+				if !slices.Equal(in, dst) || s2 != sum || l2 != live {
+					t.Errorf("n %d: in place differs", n)
+				}
+			}
+		}
+		// NaN stays NaN and counts as kept
+		x := []float32{0, 1, 2, float32(math.NaN()), 4, 5, 6, 7, 8}
+		dst := make([]float32, len(x))
+		for i := range x {
+			x[i] = -100
+		}
+		x[3] = float32(math.NaN())
+		sum, live := ExpShiftFloor[float32](dst, x, 0, floor)
+		if dst[3] == dst[3] || sum == sum || !live || dst[0] != 0 {
+			t.Errorf("NaN: %v, sum %v, live %v", dst, sum, live)
+		}
+		defer func() {
+			if recover() == nil {
+				t.Error("a floor below -87 did not panic")
+			}
+		}()
+		ExpShiftFloor[float32](dst, x, 0, -100)
+	})
 }

@@ -110,6 +110,17 @@ type gemmKernel[T Float] struct {
 	kc     int // depth of the packed panels: an nr×kc panel of op(B) stays in L1
 	nc     int // columns of a packed panel of op(B) (a multiple of nr): L3 resident
 	fn     func(k int, a, b, c []T, ldc int, alpha, beta T)
+	// fnRowA, when not nil, is fn reading the mr rows of a row-major A in
+	// place (a[i*lda+p]) instead of a packed panel: gemmSerial uses it for
+	// products of at most rowAMaxN columns with A not transposed, where
+	// packing A (a transposition into panels) costs about as much as the
+	// product. The A micro-kernel of AVX2 has 6 rows, which it can address
+	// from one register and multiples of lda.
+	fnRowA func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T)
+	// fnRowAEdge[r], when not nil, is fnRowA for r < mr rows: the last
+	// rows of a product whose rows are not a multiple of mr, computed in
+	// place instead of packed into a zero-padded panel.
+	fnRowAEdge [8]func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T)
 
 	// packCopy and packTrans fill packed panels (see packCopyGeneric and
 	// packTransGeneric, the portable versions).
@@ -124,6 +135,25 @@ const parallelMin = 1 << 18
 // gemm computes C = alpha·op(A)·op(B) + beta·C with the micro-kernel kr,
 // splitting large products across goroutines.
 func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	gemmSplit(kr, runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// GemmSerial is Gemm on the calling goroutine alone: for a caller that is
+// itself one of several parallel workers (the fused attention's tile
+// products), where splitting each product again would only start
+// goroutines that wait on each other and on the other workers. The result
+// is the same bits as Gemm's (the split never changes a sum).
+func GemmSerial[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if is32[T]() {
+		gemmSplit(kernel32(), 1, transA, transB, m, n, k, float32(alpha), as32(a), lda, as32(b), ldb, float32(beta), as32(c), ldc)
+		return
+	}
+	gemmSplit(kernel64(), 1, transA, transB, m, n, k, float64(alpha), as64(a), lda, as64(b), ldb, float64(beta), as64(c), ldc)
+}
+
+// gemmSplit is gemm on at most procs goroutines.
+func gemmSplit[T Float](kr *gemmKernel[T], procs int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -132,7 +162,7 @@ func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T,
 		return
 	}
 	if form := skinnyForm(transA, transB, m, n, k); form != 0 {
-		gemmSkinny(form, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		gemmSkinny(form, procs, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	// Split C into nt ranges of whole tiles along its longer side (in
@@ -140,7 +170,7 @@ func gemm[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, alpha T,
 	// split, so every element is computed the same way for any nt.
 	tilesM, tilesN := ceilDiv(m, kr.mr), ceilDiv(n, kr.nr)
 	tiles := max(tilesM, tilesN)
-	nt := runtime.GOMAXPROCS(0)
+	nt := procs
 	if m*n*k < parallelMin {
 		nt = 1
 	}
@@ -197,6 +227,7 @@ func gemmSerial[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, al
 	nc := blockSize(n, kr.nc, nr)
 	ws := getWorkspace[T](mc*kc, nc*kc, mr*nr)
 	defer putWorkspace(ws)
+	rowA := kr.fnRowA != nil && !transA && n <= rowAMaxN
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
@@ -209,8 +240,77 @@ func gemmSerial[T Float](kr *gemmKernel[T], transA, transB bool, m, n, k int, al
 			}
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
+				if rowA {
+					macroKernelRowA(kr, mb, nb, kb, alpha, a[ic*lda+pc:], lda, ws.a, ws.b, bet, c[ic*ldc+jc:], ldc, ws.tile)
+					continue
+				}
 				packA(kr, ws.a, transA, a, lda, ic, pc, mb, kb)
 				macroKernel(kr, mb, nb, kb, alpha, ws.a, ws.b, bet, c[ic*ldc+jc:], ldc, ws.tile)
+			}
+		}
+	}
+}
+
+// rowAMaxN is the widest product (columns of C) whose A the row-A kernel
+// reads in place. Packing A costs one pass over the mb×kb block per B
+// panel of nc columns, spread over nb/nr tiles: at a few tiles it is as
+// dear as the products, at hundreds it is noise, and packed panels stream
+// better from L2 than rows lda apart.
+var rowAMaxN = 512 // a variable: TestGemmRowA turns the row-A path off
+
+// macroKernelRowA is macroKernel with A read in place: full tiles of mr
+// rows go to kr.fnRowA at the rows of a (a[i*lda+p] for the block's row i
+// and column p); the last tile, with fewer rows, to kr.fnRowAEdge of its
+// rows, or, without one, packed into ap (its missing rows zero) and
+// computed by kr.fn into tile.
+func macroKernelRowA[T Float](kr *gemmKernel[T], mb, nb, kb int, alpha T, a []T, lda int, ap, bp []T, beta T, c []T, ldc int, tile []T) {
+	mr, nr := kr.mr, kr.nr
+	full := mb / mr * mr
+	edge := kr.fnRowAEdge[mb-full]
+	if full < mb && edge == nil {
+		kr.packTrans(ap[:mr*kb], a[full*lda:], lda, mb-full, kb, mr)
+	}
+	// rows outer, panels inner: the mr rows of A, read in place with a
+	// stride, stay in L1 across the panels of B, which stream from the
+	// packed block in order
+	for ir := 0; ir < mb; ir += mr {
+		mm := min(mr, mb-ir)
+		for jr := 0; jr < nb; jr += nr {
+			nn := min(nr, nb-jr)
+			bpan := bp[jr*kb : (jr+nr)*kb]
+			cc := c[ir*ldc+jr:]
+			if mm == mr && nn == nr {
+				// the kernel reads rows ir..ir+mr-1 of a, kb each, unchecked
+				_ = a[(ir+mr-1)*lda+kb-1]
+				kr.fnRowA(kb, a[ir*lda:], lda, bpan, cc, ldc, alpha, beta)
+				continue
+			}
+			switch {
+			case mm == mr:
+				_ = a[(ir+mr-1)*lda+kb-1]
+				kr.fnRowA(kb, a[ir*lda:], lda, bpan, tile, nr, 1, 0)
+			case edge != nil && nn == nr:
+				_ = a[(ir+mm-1)*lda+kb-1]
+				edge(kb, a[ir*lda:], lda, bpan, cc, ldc, alpha, beta)
+				continue
+			case edge != nil:
+				_ = a[(ir+mm-1)*lda+kb-1]
+				edge(kb, a[ir*lda:], lda, bpan, tile, nr, 1, 0)
+			default:
+				kr.fn(kb, ap[:mr*kb], bpan, tile, nr, 1, 0)
+			}
+			for i := 0; i < mm; i++ {
+				row := cc[i*ldc : i*ldc+nn]
+				t := tile[i*nr : i*nr+nn]
+				if beta == 0 {
+					for j := range row {
+						row[j] = alpha * t[j]
+					}
+				} else {
+					for j := range row {
+						row[j] = alpha*t[j] + beta*row[j]
+					}
+				}
 			}
 		}
 	}

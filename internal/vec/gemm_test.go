@@ -348,3 +348,96 @@ func TestPack(t *testing.T) {
 		t.Run("f64", func(t *testing.T) { testPack(t, kernel64()) })
 	})
 }
+
+// TestGemmRowA: the row-A kernels, which read A in place, give the bits of
+// the packed path on every product they take (A not transposed, at most
+// rowAMaxN columns), edge rows and columns, leading dimensions past the
+// rows and every beta form included: they run the same multiply-adds in
+// the same order.
+func TestGemmRowA(t *testing.T) {
+	if kernel32().fnRowA == nil {
+		t.Skip("no row-A kernel on this path")
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	defer func(n int) { rowAMaxN = n }(rowAMaxN)
+	for _, c := range []gemmCase{
+		{false, false, 64, 64, 64, 1, 1, 0},
+		{false, true, 128, 128, 64, 0.125, 0, 3},
+		{false, false, 100, 37, 300, -0.5, -0.5, 1}, // two k blocks, edge rows and columns
+		{false, true, 7, 512, 129, 1, 0, 0},
+		{false, false, 6, 16, 1, 1, 1, 0},
+		{false, true, 200, 96, 128, 1, 0, 5},
+	} {
+		o := newGemmOperands[float32](rng, c)
+		c0 := append([]float32(nil), o.c...)
+		var got [2][]float32
+		for x, limit := range []int{512, -1} {
+			rowAMaxN = limit
+			copy(o.c, c0)
+			Gemm32(c.transA, c.transB, c.m, c.n, c.k, float32(c.alpha), o.a, o.lda, o.b, o.ldb, float32(c.beta), o.c, o.ldc)
+			got[x] = append([]float32(nil), o.c...)
+		}
+		for i := range got[0] {
+			if !sameBits(got[0][i], got[1][i]) {
+				t.Fatalf("%v: c[%d] = %v read in place, %v packed", c, i, got[0][i], got[1][i])
+			}
+		}
+		o64 := newGemmOperands[float64](rng, c)
+		c64 := append([]float64(nil), o64.c...)
+		var got64 [2][]float64
+		for x, limit := range []int{512, -1} {
+			rowAMaxN = limit
+			copy(o64.c, c64)
+			Gemm64(c.transA, c.transB, c.m, c.n, c.k, c.alpha, o64.a, o64.lda, o64.b, o64.ldb, c.beta, o64.c, o64.ldc)
+			got64[x] = append([]float64(nil), o64.c...)
+		}
+		for i := range got64[0] {
+			if !sameBits(got64[0][i], got64[1][i]) {
+				t.Fatalf("%v float64: c[%d] = %v read in place, %v packed", c, i, got64[0][i], got64[1][i])
+			}
+		}
+	}
+}
+
+// TestGemmSerial: GemmSerial gives Gemm's bits at every thread count, on
+// products large enough that Gemm splits them, and panics on the bad
+// arguments Gemm panics on.
+func TestGemmSerial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(3)
+	for _, c := range []gemmCase{
+		{false, false, 300, 257, 129, 1, 0, 0},
+		{false, true, 129, 700, 65, -0.5, 1, 1},
+		{true, false, 3, 1030, 900, -1, 0, 0}, // skinny
+	} {
+		o := newGemmOperands[float32](rng, c)
+		c0 := append([]float32(nil), o.c...)
+		Gemm(c.transA, c.transB, c.m, c.n, c.k, float32(c.alpha), o.a, o.lda, o.b, o.ldb, float32(c.beta), o.c, o.ldc)
+		want := append([]float32(nil), o.c...)
+		copy(o.c, c0)
+		GemmSerial(c.transA, c.transB, c.m, c.n, c.k, float32(c.alpha), o.a, o.lda, o.b, o.ldb, float32(c.beta), o.c, o.ldc)
+		for i := range want {
+			if !sameBits(o.c[i], want[i]) {
+				t.Fatalf("%v: c[%d] = %v, Gemm gave %v", c, i, o.c[i], want[i])
+			}
+		}
+		o64 := newGemmOperands[float64](rng, c)
+		c64 := append([]float64(nil), o64.c...)
+		Gemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, o64.a, o64.lda, o64.b, o64.ldb, c.beta, o64.c, o64.ldc)
+		want64 := append([]float64(nil), o64.c...)
+		copy(o64.c, c64)
+		GemmSerial(c.transA, c.transB, c.m, c.n, c.k, c.alpha, o64.a, o64.lda, o64.b, o64.ldb, c.beta, o64.c, o64.ldc)
+		for i := range want64 {
+			if !sameBits(o64.c[i], want64[i]) {
+				t.Fatalf("%v float64: c[%d] = %v, Gemm gave %v", c, i, o64.c[i], want64[i])
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("GemmSerial with a short C did not panic")
+		}
+	}()
+	GemmSerial(false, false, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 3), 2)
+}

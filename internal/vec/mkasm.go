@@ -471,6 +471,138 @@ func genExp(a *asm, e elem, v isa, c expConsts, sym string) {
 	a.in("RET")
 }
 
+// ---------------------------------------------------------------------------
+// The softmax passes of the fused attention (AVX2, float32)
+//
+// expShiftFloor32AVX2 is one pass over a row of scores instead of four:
+//
+//	t = x − shift
+//	y = exp(t) if t ≥ floor (or t is NaN), else 0
+//	dst = y; sum += y; live = live || y kept
+//
+// The exponential is Exp32's polynomial, with the argument clamped to
+// [−87, 88], where 2ⁿ is a normal number and one scaling step suffices:
+// everything below floor ≥ −87 is set to 0 anyway (the caller's flush), so
+// the two-step scaling that Exp32 needs for denormal results is not. The
+// mask compares t with floor as "not less than", which holds for NaN: a NaN
+// score stays NaN. Whole vectors of 8 only (the caller pads the tail with
+// −Inf, which gives 0). The sum has one accumulator of 8 lanes, folded
+// (l0+l4, …) then pairwise at the end.
+
+func genExpShiftFloor(a *asm, sym string) {
+	e, v := f32, avx2
+	name := "expShiftFloor32AVX2"
+	a.text(name, 61, "func expShiftFloor32AVX2(dst, x []float32, shift, floor float32) (sum float32, live bool)")
+	k := func(i int) string { return fmt.Sprintf("%s+%d(SB)", sym, i*64) }
+	a.in("MOVQ dst_base+0(FP), DI")
+	a.in("MOVQ x_base+24(FP), SI")
+	a.in("MOVQ x_len+32(FP), CX")
+	a.in("VBROADCASTSS shift+48(FP), Y13")
+	a.in("VBROADCASTSS floor+52(FP), Y12")
+	a.comment("Y15 = −87, Y14 = 88: the clamp")
+	a.in("MOVL $0x%08x, AX", math.Float32bits(-87))
+	a.in("VMOVD AX, X15")
+	a.in("VBROADCASTSS X15, Y15")
+	a.in("MOVL $0x%08x, AX", math.Float32bits(88))
+	a.in("VMOVD AX, X14")
+	a.in("VBROADCASTSS X14, Y14")
+	a.comment("Y11 = the sum, Y9 = the lanes kept")
+	a.in("VXORPS Y11, Y11, Y11")
+	a.in("VXORPS Y9, Y9, Y9")
+	a.label("loop")
+	a.in("CMPQ CX, $8")
+	a.in("JLT done")
+	a.in("VMOVUPS (SI), Y0")
+	a.in("VSUBPS Y13, Y0, Y0")
+	a.comment("Y6 = not (t < floor): the lanes kept, NaN included")
+	a.in("VCMPPS $5, Y12, Y0, Y6")
+	a.in("VORPS Y6, Y9, Y9")
+	a.comment("clamp; t is the second source, so a NaN t passes through")
+	a.in("VMAXPS Y0, Y15, Y0")
+	a.in("VMINPS Y0, Y14, Y0")
+	a.comment("n = round(t·log2e); r = t − n·C1 − n·C2")
+	a.in("VMULPS %s, Y0, Y1", k(kLog2e))
+	a.in("VROUNDPS $8, Y1, Y1")
+	a.in("VFNMADD231PS %s, Y1, Y0", k(kC1))
+	a.in("VFNMADD231PS %s, Y1, Y0", k(kC2))
+	expPoly(a, e, v, len(exp32c.poly), k)
+	a.comment("y·2ⁿ, n in [−126, 127]: the bits of 2ⁿ are (n+127)<<23")
+	a.in("VCVTPS2DQ Y1, Y4")
+	a.in("VPSLLD $23, Y4, Y4")
+	a.in("VPADDD %s, Y4, Y4", k(kOne))
+	a.in("VMULPS Y4, Y2, Y2")
+	a.in("VANDPS Y6, Y2, Y2")
+	a.in("VMOVUPS Y2, (DI)")
+	a.in("VADDPS Y2, Y11, Y11")
+	a.in("ADDQ $32, SI")
+	a.in("ADDQ $32, DI")
+	a.in("SUBQ $8, CX")
+	a.in("JMP loop")
+	a.label("done")
+	a.in("VEXTRACTF128 $1, Y11, X0")
+	a.in("VADDPS X0, X11, X0")
+	a.in("VMOVHLPS X0, X0, X1")
+	a.in("VADDPS X1, X0, X0")
+	a.in("VMOVSHDUP X0, X1")
+	a.in("VADDSS X1, X0, X0")
+	a.in("MOVSS X0, sum+56(FP)")
+	a.in("VMOVMSKPS Y9, AX")
+	a.in("TESTL AX, AX")
+	a.in("SETNE live+60(FP)")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
+// max32AVX2 returns the largest element of x (whole vectors of 8, at least
+// one) in two accumulators, and whether x holds a NaN (VMAXPS drops NaN,
+// so the caller returns NaN for it).
+
+func genMax32(a *asm) {
+	a.text("max32AVX2", 29, "func max32AVX2(x []float32) (m float32, nan bool)")
+	a.in("MOVQ x_base+0(FP), SI")
+	a.in("MOVQ x_len+8(FP), CX")
+	a.in("VMOVUPS (SI), Y0")
+	a.in("VMOVAPS Y0, Y1")
+	a.in("VCMPPS $3, Y0, Y0, Y2")
+	a.in("ADDQ $32, SI")
+	a.in("SUBQ $8, CX")
+	a.label("loop")
+	a.in("CMPQ CX, $16")
+	a.in("JLT one")
+	a.in("VMOVUPS (SI), Y3")
+	a.in("VMOVUPS 32(SI), Y4")
+	a.in("VMAXPS Y3, Y0, Y0")
+	a.in("VMAXPS Y4, Y1, Y1")
+	a.in("VCMPPS $3, Y3, Y3, Y5")
+	a.in("VCMPPS $3, Y4, Y4, Y6")
+	a.in("VORPS Y5, Y2, Y2")
+	a.in("VORPS Y6, Y2, Y2")
+	a.in("ADDQ $64, SI")
+	a.in("SUBQ $16, CX")
+	a.in("JMP loop")
+	a.label("one")
+	a.in("CMPQ CX, $8")
+	a.in("JLT done")
+	a.in("VMOVUPS (SI), Y3")
+	a.in("VMAXPS Y3, Y0, Y0")
+	a.in("VCMPPS $3, Y3, Y3, Y5")
+	a.in("VORPS Y5, Y2, Y2")
+	a.label("done")
+	a.in("VMAXPS Y1, Y0, Y0")
+	a.in("VEXTRACTF128 $1, Y0, X1")
+	a.in("VMAXPS X1, X0, X0")
+	a.in("VMOVHLPS X0, X0, X1")
+	a.in("VMAXPS X1, X0, X0")
+	a.in("VMOVSHDUP X0, X1")
+	a.in("VMAXSS X1, X0, X0")
+	a.in("MOVSS X0, m+24(FP)")
+	a.in("VMOVMSKPS Y2, AX")
+	a.in("TESTL AX, AX")
+	a.in("SETNE nan+28(FP)")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
 // expPoly computes y = exp(r) into register 2 from r in register 0, using
 // register 3 as scratch; the coefficients are memory operands.
 func expPoly(a *asm, e elem, v isa, np int, k func(int) string) {
@@ -510,11 +642,30 @@ type kernelShape struct {
 	mr, nv   int
 	unroll   int
 	prefetch int // distance of the software prefetch of a, in bytes
+
+	// rowA: a is not packed but the mr rows of a row-major matrix, lda
+	// elements apart: the kernel broadcasts a[i*lda+p] (mr ≤ 6).
+	rowA bool
 }
 
 func (s kernelShape) name() string {
+	if s.rowA && s.mr < 6 {
+		return fmt.Sprintf("gemm%dKernel%sRowA%d", s.e.bits, s.v.name, s.mr)
+	}
+	if s.rowA {
+		return fmt.Sprintf("gemm%dKernel%sRowA", s.e.bits, s.v.name)
+	}
 	return fmt.Sprintf("gemm%dKernel%s", s.e.bits, s.v.name)
 }
+
+// A row-A kernel computes the same tile from mr rows of a row-major A read
+// in place (a[i*lda+p], the rows lda elements apart) instead of a packed
+// panel: a small product whose A would be transposed into panels (Q and P
+// in attention's tiles, say) then packs only B. The rows are addressed from
+// one base register and three multiples of lda: 0, lda, 2·lda, 3·lda,
+// 4·lda, 5·lda.
+//
+//	C[i*ldc+j] = alpha·Σ_p a[i*lda+p]·b[p*nr+j] (+ beta·C[i*ldc+j])
 
 func genGemmKernel(a *asm, s kernelShape) {
 	e, v := s.e, s.v
@@ -523,7 +674,18 @@ func genGemmKernel(a *asm, s kernelShape) {
 	name := s.name()
 	t := goType(e)
 	frame := 88 + 2*e.size
-	a.text(name, frame, fmt.Sprintf("func %s(k int, a, b, c []%s, ldc int, alpha, beta %s)", name, t, t))
+	// argument offsets: the row-A form has lda after a
+	offB, offC, offLdc, offAlpha := 32, 56, 80, 88
+	if s.rowA {
+		if s.mr > 6 {
+			log.Fatalf("%s: a row-A kernel addresses at most 6 rows", name)
+		}
+		frame += 8
+		offB, offC, offLdc, offAlpha = 40, 64, 88, 96
+		a.text(name, frame, fmt.Sprintf("func %s(k int, a []%s, lda int, b, c []%s, ldc int, alpha, beta %s)", name, t, t, t))
+	} else {
+		a.text(name, frame, fmt.Sprintf("func %s(k int, a, b, c []%s, ldc int, alpha, beta %s)", name, t, t))
+	}
 	acc := func(i, j int) string { return v.reg(i*s.nv + j) }
 	nacc := s.mr * s.nv
 	breg := func(j int) string { return v.reg(nacc + j) }
@@ -534,9 +696,16 @@ func genGemmKernel(a *asm, s kernelShape) {
 	P := e.p
 	a.in("MOVQ k+0(FP), CX")
 	a.in("MOVQ a_base+8(FP), AX")
-	a.in("MOVQ b_base+32(FP), BX")
-	a.in("MOVQ c_base+56(FP), DI")
-	a.in("MOVQ ldc+80(FP), DX")
+	if s.rowA {
+		a.comment("R9 = lda, R10 = 3·lda, R11 = 5·lda, in bytes")
+		a.in("MOVQ lda+32(FP), R9")
+		a.in("SHLQ $%d, R9", log2(e.size))
+		a.in("LEAQ (R9)(R9*2), R10")
+		a.in("LEAQ (R9)(R9*4), R11")
+	}
+	a.in("MOVQ b_base+%d(FP), BX", offB)
+	a.in("MOVQ c_base+%d(FP), DI", offC)
+	a.in("MOVQ ldc+%d(FP), DX", offLdc)
 	a.in("SHLQ $%d, DX", log2(e.size))
 	a.comment("prefetch the C tile, which is needed after the k loop")
 	a.in("MOVQ DI, R8")
@@ -558,14 +727,25 @@ func genGemmKernel(a *asm, s kernelShape) {
 		}
 	}
 	astep := s.mr * e.size
+	if s.rowA {
+		astep = e.size // the next column of every row
+	}
 	bstep := nr * e.size
+	// aAt is the operand of element (row i, step u) of a
+	aAt := func(i, u int) string {
+		if !s.rowA {
+			return fmt.Sprintf("%d(AX)", u*astep+i*e.size)
+		}
+		index := [...]string{"", "(R9*1)", "(R9*2)", "(R10*1)", "(R9*4)", "(R11*1)"}[i]
+		return fmt.Sprintf("%d(AX)%s", u*astep, index)
+	}
 	step := func(u int) {
 		for j := 0; j < s.nv; j++ {
 			a.in("VMOVUP%c %d(BX), %s", P[1], u*bstep+j*v.width, breg(j))
 		}
 		for i := 0; i < s.mr; i++ {
 			r := bc[i%2]
-			a.in("VBROADCASTS%c %d(AX), %s", e.s[1], u*astep+i*e.size, r)
+			a.in("VBROADCASTS%c %s, %s", e.s[1], aAt(i, u), r)
 			for j := 0; j < s.nv; j++ {
 				a.in("VFMADD231%s %s, %s, %s", P, r, breg(j), acc(i, j))
 			}
@@ -574,9 +754,11 @@ func genGemmKernel(a *asm, s kernelShape) {
 	a.in("CMPQ CX, $%d", s.unroll)
 	a.in("JLT one")
 	a.label("loop")
-	a.comment("prefetch a, which streams from L2, %d bytes ahead", s.prefetch)
-	for off := 0; off < s.unroll*astep; off += 64 {
-		a.in("PREFETCHT0 %d(AX)", s.prefetch+off)
+	if !s.rowA {
+		a.comment("prefetch a, which streams from L2, %d bytes ahead", s.prefetch)
+		for off := 0; off < s.unroll*astep; off += 64 {
+			a.in("PREFETCHT0 %d(AX)", s.prefetch+off)
+		}
 	}
 	for u := 0; u < s.unroll; u++ {
 		step(u)
@@ -597,13 +779,13 @@ func genGemmKernel(a *asm, s kernelShape) {
 
 	a.label("store")
 	al, be := breg(0), breg(1)
-	a.in("VBROADCASTS%c alpha+88(FP), %s", e.s[1], al)
+	a.in("VBROADCASTS%c alpha+%d(FP), %s", e.s[1], offAlpha, al)
 	a.comment("beta = ±0 must not read C (it may hold NaN), as in BLAS")
 	if e == f32 {
-		a.in("MOVL beta+92(FP), AX")
+		a.in("MOVL beta+%d(FP), AX", offAlpha+e.size)
 		a.in("SHLL $1, AX")
 	} else {
-		a.in("MOVQ beta+96(FP), AX")
+		a.in("MOVQ beta+%d(FP), AX", offAlpha+e.size)
 		a.in("SHLQ $1, AX")
 	}
 	a.in("JNE beta")
@@ -619,7 +801,7 @@ func genGemmKernel(a *asm, s kernelShape) {
 	a.in("VZEROUPPER")
 	a.in("RET")
 	a.label("beta")
-	a.in("VBROADCASTS%c beta+%d(FP), %s", e.s[1], 88+e.size, be)
+	a.in("VBROADCASTS%c beta+%d(FP), %s", e.s[1], offAlpha+e.size, be)
 	for i := 0; i < s.mr; i++ {
 		for j := 0; j < s.nv; j++ {
 			a.in("VMUL%s %s, %s, %s", P, al, acc(i, j), acc(i, j))
@@ -828,6 +1010,160 @@ func genPackTrans(a *asm, e elem) {
 	a.label("done")
 	a.in("VZEROUPPER")
 	a.in("RET")
+}
+
+// pack32TransAVX2 is packTrans for float32 on AVX2 (see genPackTrans), for
+// w a multiple of 8 and kb a multiple of 8 (the caller does the rest):
+// blocks of 8 rows × 8 columns, the rows past r zero, transposed in
+// registers by transpose8x8 and stored as 8 rows of dst.
+
+func genPackTransAVX2(a *asm) {
+	a.text("pack32TransAVX2", 80, "func pack32TransAVX2(dst, src []float32, ld, r, kb, w int)")
+	a.in("MOVQ dst_base+0(FP), DI")
+	a.in("MOVQ src_base+24(FP), SI")
+	a.in("MOVQ ld+48(FP), R11")
+	a.in("SHLQ $2, R11")
+	a.in("MOVQ r+56(FP), R8")
+	a.in("MOVQ kb+64(FP), R9")
+	a.in("MOVQ w+72(FP), R14")
+	a.in("MOVQ R14, R13")
+	a.in("SHLQ $2, R13")
+	a.comment("BX = i0, the first row of the block")
+	a.in("XORQ BX, BX")
+	a.label("rowblock")
+	a.in("CMPQ BX, R14")
+	a.in("JGE done")
+	a.comment("R15 = rows of the block present in src (may be ≤ 0)")
+	a.in("MOVQ R8, R15")
+	a.in("SUBQ BX, R15")
+	a.comment("DX = p0, the first column of the block")
+	a.in("XORQ DX, DX")
+	a.label("colblock")
+	a.in("CMPQ DX, R9")
+	a.in("JGE nextrows")
+	a.comment("R10 = &src[i0*ld + p0]")
+	a.in("MOVQ BX, R10")
+	a.in("IMULQ R11, R10")
+	a.in("LEAQ (R10)(DX*4), R10")
+	a.in("ADDQ SI, R10")
+	a.comment("load the present rows; the others stay zero")
+	for i := 0; i < 8; i++ {
+		a.in("VXORPS Y%d, Y%d, Y%d", i, i, i)
+	}
+	for i := 0; i < 8; i++ {
+		a.in("CMPQ R15, $%d", i+1)
+		a.in("JLT transpose")
+		a.in("VMOVUPS (R10), Y%d", i)
+		if i < 7 {
+			a.in("ADDQ R11, R10")
+		}
+	}
+	a.label("transpose")
+	transpose8x8(a)
+	a.comment("AX = &dst[p0*w + i0]; column c of the block is row p0+c of dst")
+	a.in("MOVQ DX, AX")
+	a.in("IMULQ R13, AX")
+	a.in("LEAQ (AX)(BX*4), AX")
+	a.in("ADDQ DI, AX")
+	for c := 0; c < 8; c++ {
+		a.in("VMOVUPS Y%d, (AX)", 8+c)
+		if c < 7 {
+			a.in("ADDQ R13, AX")
+		}
+	}
+	a.in("ADDQ $8, DX")
+	a.in("JMP colblock")
+	a.label("nextrows")
+	a.in("ADDQ $8, BX")
+	a.in("JMP rowblock")
+	a.label("done")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
+// pack32CopyAVX2 is packCopy for float32 on AVX2 (see genPackCopy), whole
+// panels only, for the panel widths of the AVX2 kernels: nr = 16 (B's
+// panels: two vectors) and nr = 6 (A's panels of a transposed A: four
+// floats and two). The caller packs the last, partial panel.
+
+func genPackCopyAVX2(a *asm) {
+	a.text("pack32CopyAVX2", 80, "func pack32CopyAVX2(dst, src []float32, ld, rows, np, nr int)")
+	a.in("MOVQ dst_base+0(FP), DI")
+	a.in("MOVQ src_base+24(FP), SI")
+	a.in("MOVQ ld+48(FP), R11")
+	a.in("SHLQ $2, R11")
+	a.in("MOVQ rows+56(FP), R8")
+	a.in("MOVQ np+64(FP), R9")
+	a.in("MOVQ nr+72(FP), R13")
+	a.comment("R12 = the stride of panels in dst, rows·nr floats")
+	a.in("MOVQ R8, R12")
+	a.in("IMULQ R13, R12")
+	a.in("SHLQ $2, R12")
+	a.in("SHLQ $2, R13")
+	a.in("TESTQ R9, R9")
+	a.in("JEQ done")
+	a.comment("q = 0: AX walks row q of src, BX row q of the first panel")
+	a.in("XORQ CX, CX")
+	a.label("row")
+	a.in("CMPQ CX, R8")
+	a.in("JGE done")
+	a.in("MOVQ CX, AX")
+	a.in("IMULQ R11, AX")
+	a.in("ADDQ SI, AX")
+	a.in("MOVQ CX, BX")
+	a.in("IMULQ R13, BX")
+	a.in("ADDQ DI, BX")
+	a.in("MOVQ R9, DX")
+	a.in("CMPQ R13, $64")
+	a.in("JNE six")
+	a.label("sixteen")
+	a.in("VMOVUPS (AX), Y0")
+	a.in("VMOVUPS 32(AX), Y1")
+	a.in("VMOVUPS Y0, (BX)")
+	a.in("VMOVUPS Y1, 32(BX)")
+	a.in("ADDQ $64, AX")
+	a.in("ADDQ R12, BX")
+	a.in("DECQ DX")
+	a.in("JNE sixteen")
+	a.in("INCQ CX")
+	a.in("JMP row")
+	a.label("six")
+	a.in("VMOVUPS (AX), X0")
+	a.in("MOVQ 16(AX), R10")
+	a.in("VMOVUPS X0, (BX)")
+	a.in("MOVQ R10, 16(BX)")
+	a.in("ADDQ $24, AX")
+	a.in("ADDQ R12, BX")
+	a.in("DECQ DX")
+	a.in("JNE six")
+	a.in("INCQ CX")
+	a.in("JMP row")
+	a.label("done")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
+// transpose8x8 transposes the 8×8 float32 block in Y0–Y7 (row i in Yi)
+// into Y8–Y15 (column c in Y8+c).
+func transpose8x8(a *asm) {
+	a.comment("pairs of rows: Y8+2k, Y9+2k = unpack lo/hi of rows 2k, 2k+1")
+	for k := 0; k < 4; k++ {
+		a.in("VUNPCKLPS Y%d, Y%d, Y%d", 2*k+1, 2*k, 8+2*k)
+		a.in("VUNPCKHPS Y%d, Y%d, Y%d", 2*k+1, 2*k, 9+2*k)
+	}
+	a.comment("groups of 4 rows: Y(4g+j) holds column j (low lane) and j+4 (high lane) of rows 4g..4g+3")
+	for g := 0; g < 2; g++ {
+		t := 8 + 4*g
+		a.in("VSHUFPS $0x44, Y%d, Y%d, Y%d", t+2, t, 4*g)
+		a.in("VSHUFPS $0xee, Y%d, Y%d, Y%d", t+2, t, 4*g+1)
+		a.in("VSHUFPS $0x44, Y%d, Y%d, Y%d", t+3, t+1, 4*g+2)
+		a.in("VSHUFPS $0xee, Y%d, Y%d, Y%d", t+3, t+1, 4*g+3)
+	}
+	a.comment("lane shuffles: column j from the low lanes, column j+4 from the high ones")
+	for j := 0; j < 4; j++ {
+		a.in("VPERM2F128 $0x20, Y%d, Y%d, Y%d", 4+j, j, 8+j)
+		a.in("VPERM2F128 $0x31, Y%d, Y%d, Y%d", 4+j, j, 12+j)
+	}
 }
 
 // transpose16 transposes the 16×16 float32 block in Z0–Z15 (row i in Zi)
@@ -1066,10 +1402,19 @@ func log2(n int) int {
 
 // Kernel shapes, mirrored by the constants in gemm_amd64.go.
 var kernels = []kernelShape{
-	{f32, avx512, 14, 2, 4, 1024}, // 14×32: 28 accumulators + 2 b + 2 broadcast = 32 zmm
-	{f64, avx512, 14, 2, 4, 1024}, // 14×16
-	{f32, avx2, 6, 2, 4, 512},     // 6×16: 12 + 2 + 2 = 16 ymm
-	{f64, avx2, 6, 2, 4, 512},     // 6×8
+	{f32, avx512, 14, 2, 4, 1024, false}, // 14×32: 28 accumulators + 2 b + 2 broadcast = 32 zmm
+	{f64, avx512, 14, 2, 4, 1024, false}, // 14×16
+	{f32, avx2, 6, 2, 4, 512, false},     // 6×16: 12 + 2 + 2 = 16 ymm
+	{f64, avx2, 6, 2, 4, 512, false},     // 6×8
+	{f32, avx2, 6, 2, 4, 0, true},        // 6×16, A read in place
+	{f64, avx2, 6, 2, 4, 0, true},        // 6×8, A read in place
+	// the last rows of a float32 product whose rows are not a multiple of
+	// 6: 1 to 5 rows × 16, A read in place, straight into C
+	{f32, avx2, 1, 2, 4, 0, true},
+	{f32, avx2, 2, 2, 4, 0, true},
+	{f32, avx2, 3, 2, 4, 0, true},
+	{f32, avx2, 4, 2, 4, 0, true},
+	{f32, avx2, 5, 2, 4, 0, true},
 }
 
 func main() {
@@ -1095,6 +1440,8 @@ func main() {
 		genExp(x, f32, v, exp32c, s32)
 		genExp(x, f64, v, exp64c, s64)
 	}
+	genExpShiftFloor(x, s32)
+	genMax32(x)
 	for _, k := range kernels {
 		genGemmKernel(g, k)
 	}
@@ -1102,6 +1449,8 @@ func main() {
 		genPackCopy(g, e)
 		genPackTrans(g, e)
 	}
+	genPackTransAVX2(g)
+	genPackCopyAVX2(g)
 	d.write("dot_amd64.s")
 	a.write("axpy_amd64.s")
 	s.write("scale_amd64.s")

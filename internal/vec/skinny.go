@@ -1,9 +1,6 @@
 package vec
 
-import (
-	"runtime"
-	"sync"
-)
+import "sync"
 
 // skinnyRows is the largest number of rows (or, for the dot form, columns)
 // of C that gemm computes without packing.
@@ -45,10 +42,10 @@ const skinnyChunk = 256
 
 // gemmSkinny computes C = alpha·op(A)·op(B) + beta·C in the given form,
 // splitting the columns of C (the rows of C for the dot form when C is tall)
-// across goroutines for large products. Every element is computed by the same
+// across goroutines for large products unless procs is 1. Every element is computed by the same
 // operations whatever the split: the result does not depend on the number of
 // goroutines.
-func gemmSkinny[T Float](form int, transA bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+func gemmSkinny[T Float](form, procs int, transA bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	t := skinnyPool[T]().Get().(*skinnyTask[T])
 	*t = skinnyTask[T]{form: form, transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	t.byRows = form == skinnyDot && m > n
@@ -61,7 +58,7 @@ func gemmSkinny[T Float](form int, transA bool, m, n, k int, alpha T, a []T, lda
 		t.chunk = skinnyChunk / 8 // a dot product per element: fewer elements per piece
 	}
 	pieces := (span + t.chunk - 1) / t.chunk
-	if m*n*k < parallelMin || runtime.GOMAXPROCS(0) == 1 {
+	if m*n*k < parallelMin || procs == 1 {
 		t.chunk, pieces = span, 1
 	}
 	Parallel(pieces, t)
