@@ -2,9 +2,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/rerank"
+	"github.com/attnlab/attnlab/retrieve/search"
 )
 
 // hybridFlags defines -fusion and -bm25-weight, which say how the hybrid
@@ -27,6 +31,40 @@ func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func
 		}
 		if !(*fuseWeight >= 0 && *fuseWeight < 1) {
 			return usagef("-fuse-weight %v: want 0 (ranks) or a value in (0, 1)", *fuseWeight)
+		}
+		return nil
+	}
+}
+
+// fieldFlags defines -fields, the weights of a function's fields in the
+// first stage, into f; the function returned checks it after parsing.
+func fieldFlags(fs *flag.FlagSet, f *search.Fields) func() error {
+	d := search.DefaultFields
+	spec := fs.String("fields", fmt.Sprintf("doc=%g,sig=%g,body=%g,dense-doc=%g", d.Doc, d.Sig, d.Body, d.DocDense),
+		"weights of a function's fields: BM25F's doc comment, signature and body, and the encoder's cosine with the doc comment beside that with the code (weight 1)")
+	return func() error {
+		*f = search.DefaultFields
+		for item := range strings.SplitSeq(*spec, ",") {
+			name, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+			w, err := strconv.ParseFloat(val, 64)
+			if !ok || err != nil {
+				return usagef("-fields %q: want NAME=WEIGHT,… with names doc, sig, body, dense-doc", *spec)
+			}
+			switch name {
+			case "doc":
+				f.Doc = w
+			case "sig":
+				f.Sig = w
+			case "body":
+				f.Body = w
+			case "dense-doc":
+				f.DocDense = w
+			default:
+				return usagef("-fields: unknown field %q (known: doc, sig, body, dense-doc)", name)
+			}
+		}
+		if err := f.Validate(); err != nil {
+			return usagef("-fields %q: want finite weights >= 0, one of doc, sig, body above 0", *spec)
 		}
 		return nil
 	}
