@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 )
 
@@ -55,6 +56,8 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.IntVar(&o.Candidates, "candidates", 8, "sequences per query and step: the positive and candidates−1 hard negatives")
 		fs.IntVar(&o.BM25Negs, "bm25-negatives", 8, "hard negatives mined per query from BM25")
 		fs.IntVar(&o.DenseNegs, "dense-negatives", 8, "hard negatives mined per query from the dual encoder")
+		fs.IntVar(&o.FirstNegs, "first-stage-negatives", 0, "hard negatives mined per query from the top -mine-depth of the hybrid first stage a search runs (BM25 and the dual encoder, -bm25-weight): the candidates the reranker will re-score")
+		fs.Float64Var(&o.Hybrid.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -first-stage-negatives: the weight of BM25's rescaled score in the hybrid")
 		fs.IntVar(&o.RandomNegs, "random-negatives", 0, "negatives drawn uniformly from the training code per query, added to the mined ones")
 		fs.IntVar(&o.MineDepth, "mine-depth", 30, "results of each first stage examined per query when mining")
 		fs.Float64Var(&o.MineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")
