@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -455,5 +457,42 @@ func TestFileFunctionsFields(t *testing.T) {
 	}
 	if g, err := FileFunctions("p/g.go", []byte(gen), true); err != nil || len(g) != 1 || !g[0].Generated {
 		t.Errorf("a generated file, asked for: %+v, %v", g, err)
+	}
+}
+
+// TestWriteHeldOut: the files of the validation and test packages, and
+// only those, are written under their split and source, by the split
+// BuildDataset makes; an existing split folder is refused.
+func TestWriteHeldOut(t *testing.T) {
+	src := t.TempDir()
+	opt := Options{ValFrac: 0.3, TestFrac: 0.3, MinWords: 1}
+	want := map[string]bool{}
+	for i := range 20 {
+		pkg := fmt.Sprintf("pkg%02d", i)
+		os.MkdirAll(filepath.Join(src, pkg), 0o755)
+		os.WriteFile(filepath.Join(src, pkg, "a.go"), []byte("package "+pkg+"\n\nfunc F() {}\n"), 0o644)
+		os.WriteFile(filepath.Join(src, pkg, "a_test.go"), []byte("package "+pkg+"\n"), 0o644)
+		if s := splitOf(pkg, opt); s > 0 {
+			want[filepath.Join(SplitNames[s], "std", pkg, "a.go")] = true
+		}
+	}
+	out := t.TempDir()
+	st, err := WriteHeldOut(context.Background(), out, []Source{{Dir: src}}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(out, p)
+			got[rel] = true
+		}
+		return nil
+	})
+	if len(want) == 0 || len(want) == 20 || !maps.Equal(got, want) || st.Files[1]+st.Files[2] != len(want) {
+		t.Errorf("held-out files %v (stats %+v), want %v", got, st, want)
+	}
+	if _, err := WriteHeldOut(context.Background(), out, []Source{{Dir: src}}, opt); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("a second write: %v, want a refusal", err)
 	}
 }
