@@ -42,6 +42,7 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.StringVar(&o.Data, "data", "", "folder of train.jsonl and val.jsonl, as retriever data writes it (required)")
 		fs.StringVar(&o.Out, "out", "retriever-run", "output folder: OUT/reranker and OUT/rerank-curves.csv")
 		fs.StringVar(&o.Model, "model", "", "the trained dual encoder the reranker starts from and mines negatives with (default OUT/model)")
+		fs.StringVar(&o.Init, "init", "", "a trained reranker to fine-tune (its lengths, cross blocks and lexical features must be those of the flags) instead of starting from -model's blocks")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing OUT/reranker")
 		fs.BoolVar(&o.Resume, "resume", false, "continue the training in OUT/reranker from its last checkpoint (the same command and data; the steps taken are those of an uninterrupted run)")
 		fs.IntVar(&o.SaveEvery, "save-every", 100, "checkpoint every N steps (0: at the end and on an interrupt only)")

@@ -30,7 +30,11 @@ type RunOptions struct {
 	Data  string // folder of train.jsonl and val.jsonl
 	Out   string // the run folder: OUT/reranker and OUT/rerank-curves.csv
 	Model string // the dual encoder it starts from and mines with (default OUT/model)
-	Force bool   // replace an OUT/reranker
+	// Init, when set, is a trained reranker to start from (fine-tuned)
+	// instead of the dual encoder's blocks and new cross blocks; its
+	// lengths, cross blocks and lexical features are kept.
+	Init  string
+	Force bool // replace an OUT/reranker
 	// Resume continues the run in OUT/reranker from its last checkpoint
 	// (the same options and data).
 	Resume    bool
@@ -148,7 +152,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		o.Model = filepath.Join(o.Out, dense.ModelDir)
 	}
 	res := &RunResult{Reranker: filepath.Join(o.Out, RerankerDir), Curves: filepath.Join(o.Out, CurvesFile)}
-	claim, err := output.Target{Path: res.Reranker, Flag: "-out", Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model},
+	claim, err := output.Target{Path: res.Reranker, Flag: "-out", Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model, o.Init},
 		Hint: "-resume continues its training, -force starts over"}.ClaimDir()
 	if err != nil {
 		return nil, err
@@ -198,6 +202,14 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 					res.Reranker, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
 			}
 		}
+	} else if o.Init != "" {
+		if m, err = Load(o.Init); err == nil {
+			s, cross := m.Settings, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated
+			if s.MaxQuery != o.MaxQuery || s.MaxCode != o.MaxCode || s.Lexical != o.Lexical || cross != o.Cross {
+				err = fmt.Errorf("rerank: init: %s has max-query %d, max-code %d, lexical %v, cross-layers %d; this run asks for %d, %d, %v, %d",
+					o.Init, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
+			}
+		}
 	} else {
 		if m, err = FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed); err == nil && o.ZeroCross {
 			m.ZeroCross()
@@ -212,12 +224,13 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 
 	// Hard negatives: BM25's and the dual encoder's, interleaved.
 	t0 := time.Now()
-	bm, ms := retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: max(o.BM25Negs, 1), Depth: o.MineDepth, Margin: o.MineMargin})
-	if o.BM25Negs == 0 {
-		bm = nil
+	var bm [][]int
+	if o.BM25Negs > 0 {
+		var ms retrieve.MineStats
+		bm, ms = retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: o.BM25Negs, Depth: o.MineDepth, Margin: o.MineMargin})
+		ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
+			ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
 	}
-	ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
-		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
 	var dn, fn [][]int
 	if o.DenseNegs > 0 || o.FirstNegs > 0 {
 		t0 = time.Now()
