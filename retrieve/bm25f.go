@@ -34,6 +34,8 @@ type BM25F struct {
 	lens  [][]int32    // by field, by document
 	avgdl []float64    // by field
 	pool  sync.Pool    // *bm25fScratch
+
+	analyze func(string) []string // text → terms, for the documents and the queries
 }
 
 type fposting struct {
@@ -52,6 +54,12 @@ type bm25fScratch struct {
 // panics if a document does not have one text per weight or a weight is
 // negative or not finite.
 func NewBM25F(docs [][]string, weights []float64) *BM25F {
+	return NewBM25FWith(docs, weights, Terms)
+}
+
+// NewBM25FWith is NewBM25F with the documents and the queries split into
+// terms by analyze (Terms, or StemTerms).
+func NewBM25FWith(docs [][]string, weights []float64, analyze func(string) []string) *BM25F {
 	nf := len(weights)
 	for _, w := range weights {
 		if !(w >= 0) || math.IsInf(w, 0) {
@@ -59,7 +67,7 @@ func NewBM25F(docs [][]string, weights []float64) *BM25F {
 		}
 	}
 	x := &BM25F{K1: 1.2, Weights: weights, B: make([]float64, nf), n: len(docs), terms: map[string]int32{},
-		lens: make([][]int32, nf), avgdl: make([]float64, nf)}
+		lens: make([][]int32, nf), avgdl: make([]float64, nf), analyze: analyze}
 	for f := range nf {
 		x.B[f] = 0.75
 		x.lens[f] = make([]int32, len(docs))
@@ -71,7 +79,7 @@ func NewBM25F(docs [][]string, weights []float64) *BM25F {
 			panic(fmt.Sprintf("retrieve: NewBM25F: document %d has %d fields, want %d", d, len(fields), nf))
 		}
 		for f, text := range fields {
-			ts := Terms(text)
+			ts := analyze(text)
 			x.lens[f][d] = int32(len(ts))
 			total[f] += len(ts)
 			clear(tf)
@@ -103,7 +111,8 @@ func NewBM25F(docs [][]string, weights []float64) *BM25F {
 // Len returns the number of documents.
 func (x *BM25F) Len() int { return x.n }
 
-// DocFreq returns the number of documents that hold term t in any field.
+// DocFreq returns the number of documents that hold term t (as the
+// index's analysis gives it) in any field.
 func (x *BM25F) DocFreq(t string) int {
 	id, ok := x.terms[t]
 	if !ok {
@@ -167,7 +176,7 @@ func (x *BM25F) accumulate(s *bm25fScratch, terms []string) {
 // ScoreAll returns the score of every document for query (Exhaustive).
 func (x *BM25F) ScoreAll(query string) []float64 {
 	s := x.pool.Get().(*bm25fScratch)
-	x.accumulate(s, Terms(query))
+	x.accumulate(s, x.analyze(query))
 	out := make([]float64, x.n)
 	copy(out, s.acc)
 	clear(s.acc)

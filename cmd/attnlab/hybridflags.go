@@ -40,8 +40,8 @@ func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func
 // first stage, into f; the function returned checks it after parsing.
 func fieldFlags(fs *flag.FlagSet, f *search.Fields) func() error {
 	d := search.DefaultFields
-	spec := fs.String("fields", fmt.Sprintf("doc=%g,sig=%g,body=%g,dense-doc=%g", d.Doc, d.Sig, d.Body, d.DocDense),
-		"weights of a function's fields: BM25F's doc comment, signature and body, and the encoder's cosine with the doc comment beside that with the code (weight 1)")
+	spec := fs.String("fields", fmt.Sprintf("doc=%g,sig=%g,body=%g,dense-doc=%g,stem=%d", d.Doc, d.Sig, d.Body, d.DocDense, b2i(d.Stem)),
+		"weights of a function's fields: BM25F's doc comment, signature and body, and the encoder's cosine with the doc comment beside that with the code (weight 1); stem=1 folds plurals onto singulars in BM25F's terms")
 	return func() error {
 		*f = search.DefaultFields
 		for item := range strings.SplitSeq(*spec, ",") {
@@ -59,8 +59,10 @@ func fieldFlags(fs *flag.FlagSet, f *search.Fields) func() error {
 				f.Body = w
 			case "dense-doc":
 				f.DocDense = w
+			case "stem":
+				f.Stem = w != 0
 			default:
-				return usagef("-fields: unknown field %q (known: doc, sig, body, dense-doc)", name)
+				return usagef("-fields: unknown field %q (known: doc, sig, body, dense-doc, stem)", name)
 			}
 		}
 		if err := f.Validate(); err != nil {
@@ -68,4 +70,11 @@ func fieldFlags(fs *flag.FlagSet, f *search.Fields) func() error {
 		}
 		return nil
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -65,7 +65,7 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		o := &search.EvalOptions{}
 		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs")
 		q := &search.QueryEvalOptions{}
-		fs.StringVar(&q.Queries, "queries", "", "JSONL file of developer queries, each with its gold function, searched in -src (instead of -data)")
+		fs.StringVar(&q.Queries, "queries", "", "JSONL file of developer queries, each with its gold function, searched in -src (instead of -data; several files: separated by commas)")
 		fs.StringVar(&q.Src, "src", "", "with -queries: the folder the queries' roots are in")
 		fs.StringVar(&q.Cache, "cache", defaultCache(), "with -queries: folder of cached embeddings, as search's (\"\" none)")
 		fs.BoolVar(&q.Generated, "generated", false, "with -queries: index generated files too")

@@ -62,6 +62,9 @@ type Fields struct {
 	// (weight 1); a function without a doc counts its code's cosine in
 	// its place. 0: the code alone.
 	DocDense float64
+	// Stem folds plurals onto singulars (retrieve.Stem) in BM25F's
+	// terms, of the functions and the queries alike.
+	Stem bool
 }
 
 // DefaultFields are the weights chosen on the validation queries of
@@ -257,7 +260,11 @@ func (f *Folder) index(fields Fields) {
 			f.Stats.Documented++
 		}
 	}
-	f.bm25 = retrieve.NewBM25F(docs, []float64{fields.Doc, fields.Sig, fields.Body})
+	analyze := retrieve.Terms
+	if fields.Stem {
+		analyze = retrieve.StemTerms
+	}
+	f.bm25 = retrieve.NewBM25FWith(docs, []float64{fields.Doc, fields.Sig, fields.Body}, analyze)
 	f.fields = fields
 }
 
@@ -265,6 +272,11 @@ func (f *Folder) index(fields Fields) {
 func (f *Folder) SetFields(fields Fields) error {
 	if err := fields.Validate(); err != nil {
 		return err
+	}
+	if fields.Stem != f.fields.Stem {
+		f.Stats.Documented = 0
+		f.index(fields)
+		return nil
 	}
 	f.fields = fields
 	f.bm25.Weights = []float64{fields.Doc, fields.Sig, fields.Body}

@@ -29,6 +29,8 @@ type Query struct {
 	Path string `json:"path"` // the gold function's file, relative to Root, slash-separated
 	Func string `json:"func"` // its name: Name, or Recv.Name for a method
 	Note string `json:"note,omitempty"`
+
+	at string // file:line it was read from
 }
 
 // ReadQueries reads a JSONL file of queries. A line that is not a query
@@ -55,6 +57,7 @@ func ReadQueries(path string) ([]Query, error) {
 		if strings.TrimSpace(q.Query) == "" || q.Path == "" || q.Func == "" {
 			return nil, fmt.Errorf("search: %s:%d: want a query, a path and a func", path, line)
 		}
+		q.at = fmt.Sprintf("%s:%d", path, line)
 		out = append(out, q)
 	}
 	if err := sc.Err(); err != nil {
@@ -108,7 +111,7 @@ func (f *Folder) System(name string) (retrieve.Ranker, error) {
 
 // QueryEvalOptions describe an evaluation of search on developer queries.
 type QueryEvalOptions struct {
-	Queries    string   // JSONL file of Query
+	Queries    string   // JSONL file of Query (several: separated by commas)
 	Src        string   // the folder the queries' roots are in
 	Systems    []string // names of QuerySystems; nil: all the models allow
 	Model      string   // the dual encoder
@@ -154,9 +157,13 @@ type QueryEvalResult struct {
 // the cache) with every system, and measures where each puts the gold.
 // A gold function the root does not hold is an error naming the query.
 func EvaluateQueries(ctx context.Context, o QueryEvalOptions, ev train.Events) (*QueryEvalResult, error) {
-	qs, err := ReadQueries(o.Queries)
-	if err != nil {
-		return nil, err
+	var qs []Query
+	for file := range strings.SplitSeq(o.Queries, ",") {
+		q, err := ReadQueries(file)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q...)
 	}
 	if o.Systems == nil {
 		for _, s := range QuerySystems() {
@@ -192,9 +199,9 @@ func EvaluateQueries(ctx context.Context, o QueryEvalOptions, ev train.Events) (
 			return nil, err
 		}
 	}
-	for i, q := range qs {
+	for _, q := range qs {
 		if err := m.CheckQuery(q.Query); err != nil {
-			return nil, fmt.Errorf("search: %s: query %d: %w", o.Queries, i+1, err)
+			return nil, fmt.Errorf("search: %s: %w", q.at, err)
 		}
 	}
 	byRoot := map[string][]int{}
@@ -226,7 +233,7 @@ func EvaluateQueries(ctx context.Context, o QueryEvalOptions, ev train.Events) (
 		for j, qi := range byRoot[root] {
 			q := qs[qi]
 			if gold[j] = f.Find(q.Path, q.Func); gold[j] < 0 {
-				return nil, fmt.Errorf("search: %s: query %d (%q): %s holds no function %s in %s", o.Queries, qi+1, q.Query, dir, q.Func, q.Path)
+				return nil, fmt.Errorf("search: %s (%q): %s holds no function %s in %s", q.at, q.Query, dir, q.Func, q.Path)
 			}
 		}
 		for s, name := range o.Systems {

@@ -56,7 +56,7 @@ func TestEvaluateQueries(t *testing.T) {
 	// a gold the root does not hold, and a malformed line, are errors
 	// naming the query
 	for _, c := range []struct{ line, want string }{
-		{`{"query": "widget sparkle", "root": "repo", "path": "a/x.go", "func": "Frobb"}`, "q2.jsonl: query 1 (\"widget sparkle\")"},
+		{`{"query": "widget sparkle", "root": "repo", "path": "a/x.go", "func": "Frobb"}`, "q2.jsonl:1 (\"widget sparkle\")"},
 		{`{"query": "widget sparkle", "root": "repo", "path": "a/x.go"}`, "q2.jsonl:1: want a query, a path and a func"},
 		{`{"query": "x", "path": "a/x.go", "func": "F", "extra": 1}`, "q2.jsonl:1: json: unknown field"},
 	} {
