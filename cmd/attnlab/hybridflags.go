@@ -41,7 +41,7 @@ func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func
 func fieldFlags(fs *flag.FlagSet, f *search.Fields) func() error {
 	d := search.DefaultFields
 	spec := fs.String("fields", fmt.Sprintf("doc=%g,sig=%g,body=%g,dense-doc=%g,stem=%d", d.Doc, d.Sig, d.Body, d.DocDense, b2i(d.Stem)),
-		"weights of a function's fields: BM25F's doc comment, signature and body, and the encoder's cosine with the doc comment beside that with the code (weight 1); stem=1 folds plurals onto singulars in BM25F's terms")
+		"weights of a function's fields: BM25F's doc comment, signature and body, and the encoder's cosine with the doc comment beside that with the code (weight 1); stem=1 folds plurals onto singulars in BM25F's terms; k1 and doc-b set BM25F's saturation and the doc's length normalisation")
 	return func() error {
 		*f = search.DefaultFields
 		for item := range strings.SplitSeq(*spec, ",") {
@@ -61,8 +61,12 @@ func fieldFlags(fs *flag.FlagSet, f *search.Fields) func() error {
 				f.DocDense = w
 			case "stem":
 				f.Stem = w != 0
+			case "k1":
+				f.K1 = w
+			case "doc-b":
+				f.DocB = w
 			default:
-				return usagef("-fields: unknown field %q (known: doc, sig, body, dense-doc, stem)", name)
+				return usagef("-fields: unknown field %q (known: doc, sig, body, dense-doc, stem, k1, doc-b)", name)
 			}
 		}
 		if err := f.Validate(); err != nil {

@@ -69,6 +69,7 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 		fs.StringVar(&q.Src, "src", "", "with -queries: the folder the queries' roots are in")
 		fs.StringVar(&q.Cache, "cache", defaultCache(), "with -queries: folder of cached embeddings, as search's (\"\" none)")
 		fs.BoolVar(&q.Generated, "generated", false, "with -queries: index generated files too")
+		fs.BoolVar(&q.RerankDoc, "rerank-doc", false, "with -queries: the reranker reads the first paragraph of each function's doc comment, as a comment, before its code")
 		checkFields := fieldFlags(fs, &q.Fields)
 		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")

@@ -43,12 +43,17 @@ type Folder struct {
 	// FuseWeight: with Fuse, fuse scores, the first stage's weighed
 	// FuseWeight (rerank.Ranker.FuseWeight); 0: ranks
 	FuseWeight float64
+	// RerankDoc gives the reranker each function as its source reads:
+	// the first paragraph of its doc comment as a comment, then its
+	// code (false: the code alone, as the reranker was trained).
+	RerankDoc bool
 
 	fields   Fields
 	bm25     *retrieve.BM25F
 	codeVecs *retrieve.Flat // the code's embeddings
 	docVecs  *retrieve.Flat // the doc's (query tower), a function without a doc its code's
-	codes    []string       // Funcs' code, as the reranker reads it
+	codes    []string       // Funcs' code
+	withDocs []string       // Funcs' code after the first paragraph of their doc (RerankDoc), made on first use
 	Stats    FolderStats
 }
 
@@ -65,6 +70,9 @@ type Fields struct {
 	// Stem folds plurals onto singulars (retrieve.Stem) in BM25F's
 	// terms, of the functions and the queries alike.
 	Stem bool
+	// K1 and DocB are BM25F's saturation and the doc field's length
+	// normalisation (0: 1.2 and 0.75, BM25's usual values).
+	K1, DocB float64
 }
 
 // DefaultFields are the weights chosen on the validation queries of
@@ -74,7 +82,10 @@ var DefaultFields = Fields{Doc: 2, Sig: 1, Body: 1, DocDense: 1}
 // Validate returns an error for a negative or non-finite weight, or BM25F
 // weights all 0.
 func (f Fields) Validate() error {
-	for _, w := range []float64{f.Doc, f.Sig, f.Body, f.DocDense} {
+	if !(f.DocB <= 1) {
+		return fmt.Errorf("search: field weights %+v: doc-b above 1", f)
+	}
+	for _, w := range []float64{f.Doc, f.Sig, f.Body, f.DocDense, f.K1, f.DocB} {
 		if !(w >= 0) || math.IsInf(w, 0) {
 			return fmt.Errorf("search: field weights %+v: want finite weights >= 0", f)
 		}
@@ -266,6 +277,20 @@ func (f *Folder) index(fields Fields) {
 	}
 	f.bm25 = retrieve.NewBM25FWith(docs, []float64{fields.Doc, fields.Sig, fields.Body}, analyze)
 	f.fields = fields
+	f.setBM25F()
+}
+
+// setBM25F sets BM25F's weights and parameters from f.fields.
+func (f *Folder) setBM25F() {
+	fields := f.fields
+	f.bm25.Weights = []float64{fields.Doc, fields.Sig, fields.Body}
+	f.bm25.K1, f.bm25.B[0] = 1.2, 0.75
+	if fields.K1 > 0 {
+		f.bm25.K1 = fields.K1
+	}
+	if fields.DocB > 0 {
+		f.bm25.B[0] = fields.DocB
+	}
 }
 
 // SetFields changes the fields' weights of a built index.
@@ -279,7 +304,7 @@ func (f *Folder) SetFields(fields Fields) error {
 		return nil
 	}
 	f.fields = fields
-	f.bm25.Weights = []float64{fields.Doc, fields.Sig, fields.Body}
+	f.setBM25F()
 	return nil
 }
 
@@ -425,7 +450,7 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 			Scores: Scores{BM25: parts[0][i], Dense: parts[1][i], First: scores[i]}}
 	}
 	if f.Reranker != nil {
-		r := rerank.NewRanker(f.Reranker, first, f.codes, f.Depth)
+		r := rerank.NewRanker(f.Reranker, first, f.rerankTexts(), f.Depth)
 		r.Fuse, r.FuseWeight = f.Fuse, f.FuseWeight
 		at := make(map[int]Hit, len(docs))
 		for i, d := range docs {
@@ -441,6 +466,24 @@ func (f *Folder) Search(query string, k int) ([]Hit, error) {
 		}
 	}
 	return hits[:min(k, len(hits))], nil
+}
+
+// rerankTexts returns the texts the reranker reads: the code, or with
+// RerankDoc the code after its doc's first paragraph as a comment.
+func (f *Folder) rerankTexts() []string {
+	if !f.RerankDoc {
+		return f.codes
+	}
+	if f.withDocs == nil {
+		f.withDocs = make([]string, len(f.Funcs))
+		for i, fn := range f.Funcs {
+			f.withDocs[i] = fn.Code
+			if fn.Query != "" {
+				f.withDocs[i] = "// " + fn.Query + "\n" + fn.Code
+			}
+		}
+	}
+	return f.withDocs
 }
 
 // firstStage returns the hybrid first stage over the folder.

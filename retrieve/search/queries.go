@@ -102,7 +102,7 @@ func (f *Folder) System(name string) (retrieve.Ranker, error) {
 		if f.Reranker == nil {
 			return nil, fmt.Errorf("search: system %s needs a reranker", name)
 		}
-		r := rerank.NewRanker(f.Reranker, f.firstStage(), f.codes, f.Depth)
+		r := rerank.NewRanker(f.Reranker, f.firstStage(), f.rerankTexts(), f.Depth)
 		r.Fuse, r.FuseWeight = name == "hybrid+rerank+fused", f.FuseWeight
 		return r, nil
 	}
@@ -122,6 +122,7 @@ type QueryEvalOptions struct {
 	Fields     Fields
 	Cache      string // embeddings cache, as search's
 	Generated  bool
+	RerankDoc  bool // the reranker reads each function's doc before its code (Folder.RerankDoc)
 }
 
 // QueryRow is one system's measures on the queries.
@@ -227,7 +228,7 @@ func EvaluateQueries(ctx context.Context, o QueryEvalOptions, ev train.Events) (
 		if err != nil {
 			return nil, err
 		}
-		f.Hybrid, f.Reranker, f.Depth, f.Fuse, f.FuseWeight = o.Hybrid, rr, o.Depth, true, o.FuseWeight
+		f.Hybrid, f.Reranker, f.Depth, f.Fuse, f.FuseWeight, f.RerankDoc = o.Hybrid, rr, o.Depth, true, o.FuseWeight, o.RerankDoc
 		res.Roots = append(res.Roots, RootStats{Root: root, Queries: len(byRoot[root]), Funcs: f.Stats.Funcs, Files: f.Stats.Files})
 		gold := make([]int, len(byRoot[root]))
 		for j, qi := range byRoot[root] {
