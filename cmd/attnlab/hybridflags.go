@@ -17,7 +17,7 @@ import (
 func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func() error {
 	fs.Float64Var(fuseWeight, "fuse-weight", rerank.DefaultFuseWeight, "fused reranking: the first stage's and the reranker's scores, each rescaled to [0, 1] over the re-scored candidates, are added with the first stage's weighed this and the reranker's the rest; 0: the reciprocal rank fusion of their ranks instead")
 	fusion := fs.String("fusion", "blend", "how the hybrid first stage combines BM25 and the encoder: blend (their scores, each rescaled to [0, 1] over the candidates, BM25's weighed -bm25-weight and the encoder's the rest) or rrf (reciprocal rank fusion of their ranks)")
-	fs.Float64Var(&h.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -fusion blend: the weight of BM25's score, in (0, 1)")
+	fs.Float64Var(&h.BM25Weight, "bm25-weight", 0, fmt.Sprintf("with -fusion blend: the weight of BM25's score, in (0, 1) (default: %g over pairs, where the doc comment is the query; %g over a folder, doc comments indexed)", retrieve.DefaultBM25Weight, search.DefaultBM25Weight))
 	return func() error {
 		switch *fusion {
 		case "blend":
@@ -26,7 +26,7 @@ func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func
 		default:
 			return usagef("-fusion %q: want blend or rrf", *fusion)
 		}
-		if !(h.BM25Weight > 0) || h.Validate() != nil {
+		if h.Validate() != nil {
 			return usagef("-bm25-weight %v: want a value in (0, 1) (the encoder's weight is the rest)", h.BM25Weight)
 		}
 		if !(*fuseWeight >= 0 && *fuseWeight < 1) {

@@ -396,3 +396,26 @@ func TestSearchRerankScores(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchRRF: with Hybrid.RRF the first stage fuses ranks; the hits
+// still carry each system's own score.
+func TestSearchRRF(t *testing.T) {
+	f, err := IndexFolder(context.Background(), writeFiles(t, fieldTree), tinyEncoder(t), FolderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Hybrid.RRF = true
+	hits, err := f.Search("widget sparkle", 3)
+	if err != nil || len(hits) != 3 {
+		t.Fatalf("%d hits, %v", len(hits), err)
+	}
+	bm := f.bm25.ScoreAll("widget sparkle")
+	for i, h := range hits {
+		if i > 0 && h.Score > hits[i-1].Score || h.Score > 2.0/61 {
+			t.Errorf("hit %d scored %g: want reciprocal-rank scores, non-increasing", i+1, h.Score)
+		}
+		if d := f.Find(h.File, h.Name()); h.Scores.BM25 != bm[d] {
+			t.Errorf("hit %d: BM25F %g, the index's %g", i+1, h.Scores.BM25, bm[d])
+		}
+	}
+}
