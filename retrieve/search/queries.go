@@ -33,10 +33,14 @@ type Query struct {
 	at string // file:line it was read from
 }
 
+// MaxQueryFileBytes bounds a file of queries: far more queries than anyone
+// writes by hand, and /dev/zero is refused after reading that much.
+const MaxQueryFileBytes = 16 << 20
+
 // ReadQueries reads a JSONL file of queries. A line that is not a query
 // (missing text, path or function) is an error naming the line.
 func ReadQueries(path string) ([]Query, error) {
-	data, err := readlimit.File(path, retrieve.MaxJSONLBytes)
+	data, err := readlimit.File(path, MaxQueryFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
