@@ -501,6 +501,10 @@ type Func struct {
 // "Recv.Name" for a method.
 func (f Func) Name() string { return FuncName(f.Pair) }
 
+// PackageOf returns the package folder of a slash-separated file path
+// relative to a source root, as the pairs record it ("." for the root).
+func PackageOf(rel string) string { return pathDir(rel) }
+
 // FuncName returns the name of a pair's function within its package
 // (its ID without the package): "Name", or "Recv.Name" for a method.
 func FuncName(p Pair) string {

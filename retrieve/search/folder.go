@@ -196,9 +196,11 @@ func IndexFolder(ctx context.Context, root string, m *dense.Model, o FolderOptio
 					f.Stats.Generated++
 					continue
 				}
-				for i := range c.funcs {
-					c.funcs[i].File = rel // the same bytes may sit elsewhere now
-					c.funcs[i].Package = filepath.ToSlash(filepath.Dir(rel))
+				for i := range c.funcs { // the same bytes may sit elsewhere now
+					fn := &c.funcs[i]
+					name := fn.Name()
+					fn.File, fn.Package = rel, retrieve.PackageOf(rel)
+					fn.ID = fn.Package + "." + name
 				}
 				c.key = e.key
 				if c.generated {

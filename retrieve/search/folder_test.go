@@ -419,3 +419,26 @@ func TestSearchRRF(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexFolderCacheMoved: a file whose bytes the cache holds from
+// another place is read from the cache with its new path, package and id.
+func TestIndexFolderCacheMoved(t *testing.T) {
+	cache, m := t.TempDir(), tinyEncoder(t)
+	src := fieldTree["a/x.go"]
+	first := writeFiles(t, map[string]string{"x.go": src})
+	if _, err := IndexFolder(context.Background(), first, m, FolderOptions{Cache: cache}); err != nil {
+		t.Fatal(err)
+	}
+	moved := writeFiles(t, map[string]string{"deep/pkg/x.go": src})
+	f, err := IndexFolder(context.Background(), moved, m, FolderOptions{Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Stats.Cached != 1 {
+		t.Fatalf("%+v: want the file from the cache", f.Stats)
+	}
+	i := f.Find("deep/pkg/x.go", "Frob")
+	if i < 0 || f.Funcs[i].ID != "deep/pkg.Frob" || f.Funcs[i].Package != "deep/pkg" {
+		t.Errorf("the moved file's Frob: %d, %+v", i, f.Funcs)
+	}
+}
