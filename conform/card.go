@@ -119,7 +119,12 @@ type Card struct {
 	AlibiDistance string `json:"alibi_distance"`
 	// NotMeasured gives, for each field that says n/a (or is null), why.
 	NotMeasured map[string]string `json:"not_measured,omitempty"`
-	Notes       []string          `json:"notes,omitempty"`
+	// Refused lists the fields among those that say n/a because the
+	// implementation refused a probe made only of what it declares (a
+	// causal chunk after a cache, with kv_cache and the causal flag
+	// declared): the verdict cannot rest on them, so it is not established.
+	Refused []string `json:"refused,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 }
 
 func (card *Card) notef(format string, args ...any) {
@@ -133,6 +138,13 @@ func (card *Card) na(field, format string, args ...any) string {
 	}
 	card.NotMeasured[field] = fmt.Sprintf(format, args...)
 	return NA
+}
+
+// refused records that the implementation refused field's probe, made of
+// what it declares, and returns NA.
+func (card *Card) refused(field, format string, args ...any) string {
+	card.Refused = append(card.Refused, field)
+	return card.na(field, format, args...)
 }
 
 // prober asks an implementation for plain forward passes.
@@ -382,8 +394,13 @@ func (p *prober) causal(field string, M, N int) (string, error) {
 			card.notef("M = %d, N = %d: the first %d queries see no key under the position rule; asked with them as padding", M, N, M-N)
 		}
 	}
-	if refused != "" {
-		return card.na(field, "M = %d, N = %d causal: refused (%s)", M, N, refused), nil
+	switch {
+	case refused != "" && M > N && !p.caps.Has(MaskValidity):
+		// its first M − N rows see no key under the position rule, and
+		// refusing an empty row is the contract's answer (DESIGN §2)
+		return card.na(field, "M = %d, N = %d causal: refused (%s); its first %d rows see no key, and without validity they cannot be marked padding", M, N, refused, M-N), nil
+	case refused != "":
+		return card.refused(field, "M = %d, N = %d causal: refused (%s), although it declares kv_cache and the causal flag", M, N, refused), nil
 	}
 	a := alignment(vis, M, N)
 	if a != AlignBottomRight {
@@ -739,7 +756,7 @@ func (p *prober) scale() (string, error) {
 		return "", err
 	}
 	if out.Err != "" {
-		return p.card.na("scale", "the plain request was refused: %s", out.Err), nil
+		return p.card.refused("scale", "the plain request was refused: %s", out.Err), nil
 	}
 	for _, s := range []struct {
 		name  string
@@ -770,7 +787,7 @@ func (p *prober) window() (string, error) {
 		return "", err
 	}
 	if refused != "" {
-		return p.card.na("window_keys", "refused: %s", refused), nil
+		return p.card.refused("window_keys", "refused: %s, although it declares the window mask", refused), nil
 	}
 	got := ""
 	for i := W + 1; i < M; i++ { // rows far enough from the start to see a full window

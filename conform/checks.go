@@ -366,9 +366,15 @@ func (w *wrapped) request(c *attention.Config) (r *Request, reason string, undec
 	// the causal flag alone: right only where the implementation's
 	// alignment is attnlab's position rule
 	if c.Causal && c.M != c.N && w.card != nil {
-		want := w.card.CausalMLtN
+		want, field := w.card.CausalMLtN, "causal_m_lt_n"
 		if c.M > c.N {
-			want = w.card.CausalMGtN
+			want, field = w.card.CausalMGtN, "causal_m_gt_n"
+		}
+		if want == NA && slices.Contains(w.card.Refused, field) {
+			// it declares the cache and the causal flag and refused them
+			// together: a check it should answer, not one outside its
+			// declaration
+			return nil, "needs the causal flag at M ≠ N, which the implementation declares and refused (" + w.card.NotMeasured[field] + ")", false
 		}
 		if want != AlignPosition && want != AlignBottomRight {
 			// the card already holds the implementation to its alignment

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,8 @@ const Rule = "conformant when every check within what the implementation declare
 	"and each variant it declares behaves as docs/design.md §3.1 says (with sinks an empty row is O = 0 and dσ is returned and right; " +
 	"softcap before the mask; ALiBi by logical positions); " +
 	"not conformant when any of those is measured otherwise; not established when a check it should answer " +
-	"could not be run (a convention conform cannot express), or when no check ran at all. " +
+	"could not be run (a convention conform cannot express, or a probe it refused though it declares what the probe needs), " +
+	"or when no check ran at all. " +
 	"Checks of what it does not declare (gradients, a cache, a mask kind) and card fields that could not be asked " +
 	"are listed as not covered, and never count as passing"
 
@@ -105,7 +107,14 @@ func Run(ctx context.Context, impl Implementation, contract string) (*Report, er
 func (rep *Report) judge() {
 	card, contract := rep.Card, rep.Contract
 	uncovered := func(field, what string) {
-		rep.NotCovered = append(rep.NotCovered, fmt.Sprintf("%s: %s", what, card.NotMeasured[field]))
+		line := fmt.Sprintf("%s: %s", what, card.NotMeasured[field])
+		if slices.Contains(card.Refused, field) {
+			// asked within what it declares, and refused: the verdict
+			// cannot rest on it
+			rep.NotEstablished = append(rep.NotEstablished, line)
+			return
+		}
+		rep.NotCovered = append(rep.NotCovered, line)
 	}
 	m1 := AlignPosition // one query: the position rule and bottom-right agree
 	if contract == AlignTopLeft {

@@ -279,3 +279,41 @@ func TestDiff(t *testing.T) {
 		t.Error("requests at M ≠ N were sent to an implementation without a cache")
 	}
 }
+
+// TestRefusedWithinDeclaration: an implementation that declares a cache and
+// the causal flag but refuses them together (a layer whose causal flag
+// demands M = N) is never conformant: the card's causal fields say n/a and
+// name the refusal, the checks that need a causal chunk are skipped as
+// checks it should answer (not as undeclared), and the verdict is not
+// established, even with a backward that drops the row-sum term, which only
+// those checks could see.
+func TestRefusedWithinDeclaration(t *testing.T) {
+	for _, fault := range []string{"", "no-rowsum"} {
+		e := plain("causal flag only at M = N", func(e *emul) {
+			e.caps.Masks = []string{MaskCausal, MaskValidity}
+			e.caps.LSE, e.caps.GQA = false, false
+			e.refuse = func(r *Request) bool { return r.Causal && r.M != r.N }
+			e.fault = fault
+		})
+		rep := runOn(t, e)
+		if rep.Verdict == Conformant {
+			t.Fatalf("fault %q: conformant, resting on %v; not covered %v", fault, rep.Checks, rep.NotCovered)
+		}
+		if fault == "" && rep.Verdict != Undecided {
+			t.Errorf("verdict %q, want %q (why %v)", rep.Verdict, Undecided, rep.Why)
+		}
+		for _, f := range []string{"causal_m_lt_n", "causal_m_1"} {
+			if !slices.Contains(rep.Card.Refused, f) {
+				t.Errorf("fault %q: card.Refused = %v, missing %s", fault, rep.Card.Refused, f)
+			}
+		}
+		if !strings.Contains(strings.Join(rep.NotEstablished, "\n"), "causal alignment at M < N") {
+			t.Errorf("fault %q: not established %q does not name the refused causal alignment", fault, rep.NotEstablished)
+		}
+		for _, name := range []string{"fd-elements", "chunked-equals-full"} {
+			if c := status(rep, name); c.Status != Skip || c.Undeclared || !strings.Contains(c.Detail, "declares and refused") {
+				t.Errorf("fault %q: check %s = %+v, want skipped as declared and refused", fault, name, c)
+			}
+		}
+	}
+}
