@@ -36,6 +36,14 @@ func (b Blend) Rank(query string, k int) []int {
 
 // RankScored is Rank with the blended score that ordered each document.
 func (b Blend) RankScored(query string, k int) ([]int, []float64) {
+	docs, scores, _ := b.RankParts(query, k)
+	return docs, scores
+}
+
+// RankParts is RankScored with each system's own score of each document
+// returned: parts[i][j] is system i's score of docs[j], as it scored it
+// (not rescaled).
+func (b Blend) RankParts(query string, k int) (docs []int, scores []float64, parts [][]float64) {
 	depth := max(b.Depth, k)
 	if b.Depth == 0 {
 		depth = max(100, k)
@@ -58,27 +66,33 @@ func (b Blend) RankScored(query string, k int) ([]int, []float64) {
 			}
 		}
 	}
-	scores := make([]float64, len(union))
-	b.blend(query, union, scores, all)
+	blended := make([]float64, len(union))
+	sys := b.blend(query, union, blended, all)
 	idx := make([]int, len(union))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortFunc(idx, func(x, y int) int {
 		switch {
-		case scores[x] > scores[y]:
+		case blended[x] > blended[y]:
 			return -1
-		case scores[x] < scores[y]:
+		case blended[x] < blended[y]:
 			return 1
 		}
 		return union[x] - union[y]
 	})
 	n := min(k, len(idx))
-	docs, out := make([]int, n), make([]float64, n)
-	for i, j := range idx[:n] {
-		docs[i], out[i] = union[j], scores[j]
+	docs, scores, parts = make([]int, n), make([]float64, n), make([][]float64, len(b.Systems))
+	for i := range parts {
+		parts[i] = make([]float64, n)
 	}
-	return docs, out
+	for i, j := range idx[:n] {
+		docs[i], scores[i] = union[j], blended[j]
+		for s := range parts {
+			parts[s][i] = sys[s][j]
+		}
+	}
+	return docs, scores, parts
 }
 
 // Score writes the blended score of each document of docs: the weighted
@@ -90,26 +104,28 @@ func (b Blend) Score(query string, docs []int, scores []float64) {
 
 // blend is Score with the scores of the whole corpus of some systems
 // already computed: all[i] non-nil for those, read instead of calling
-// their Score.
-func (b Blend) blend(query string, docs []int, scores []float64, all [][]float64) {
+// their Score. It returns each system's scores of docs.
+func (b Blend) blend(query string, docs []int, scores []float64, all [][]float64) [][]float64 {
 	if len(b.Weights) != len(b.Systems) {
 		panic(fmt.Sprintf("retrieve: Blend of %d systems with %d weights", len(b.Systems), len(b.Weights)))
 	}
 	clear(scores[:len(docs)])
+	sys := make([][]float64, len(b.Systems))
 	if len(docs) == 0 {
-		return
+		return sys
 	}
-	sys := make([]float64, len(docs))
 	for i, s := range b.Systems {
+		sys[i] = make([]float64, len(docs))
 		if all[i] != nil {
 			for j, d := range docs {
-				sys[j] = all[i][d]
+				sys[i][j] = all[i][d]
 			}
 		} else {
-			s.Score(query, docs, sys)
+			s.Score(query, docs, sys[i])
 		}
-		AddRescaled(scores[:len(docs)], sys, b.Weights[i])
+		AddRescaled(scores[:len(docs)], sys[i], b.Weights[i])
 	}
+	return sys
 }
 
 // AddRescaled adds w times scores, rescaled to [0, 1] (min–max: the lowest

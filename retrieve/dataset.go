@@ -305,12 +305,14 @@ var (
 type funcDecl struct {
 	recv, name, doc, code string
 	line                  int
+	body                  int // offset of the body's opening brace in code
 }
 
 type parsedFile struct {
-	rel   string
-	decls []funcDecl
-	err   error
+	rel       string
+	decls     []funcDecl
+	generated bool
+	err       error
 }
 
 // parseAll parses files on GOMAXPROCS goroutines and returns them in the
@@ -348,10 +350,12 @@ func parseFile(root, rel string) parsedFile {
 	if err != nil {
 		return parsedFile{rel: rel, err: fmt.Errorf("retrieve: %w", err)}
 	}
-	return parseSource(rel, src)
+	return parseSource(rel, src, false)
 }
 
-func parseSource(rel string, src []byte) parsedFile {
+// parseSource parses one file; a generated file is errGenerated unless
+// generated is true.
+func parseSource(rel string, src []byte, generated bool) parsedFile {
 	pf := parsedFile{rel: rel}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
@@ -360,8 +364,11 @@ func parseSource(rel string, src []byte) parsedFile {
 		return pf
 	}
 	if ast.IsGenerated(f) {
-		pf.err = errGenerated
-		return pf
+		if !generated {
+			pf.err = errGenerated
+			return pf
+		}
+		pf.generated = true
 	}
 	tf := fset.File(f.Pos())
 	for _, decl := range f.Decls {
@@ -374,6 +381,7 @@ func parseSource(rel string, src []byte) parsedFile {
 			recv: recvName(fd),
 			code: string(src[tf.Offset(fd.Pos()):tf.Offset(fd.End())]),
 			line: tf.Line(fd.Pos()),
+			body: tf.Offset(fd.Body.Lbrace) - tf.Offset(fd.Pos()),
 		}
 		if fd.Doc != nil {
 			d.doc = fd.Doc.Text()
@@ -462,7 +470,7 @@ func normalQuery(q string) string {
 }
 
 // ErrGenerated is returned by FileFunctions for a file marked "Code
-// generated … DO NOT EDIT.".
+// generated … DO NOT EDIT." when generated files are not asked for.
 var ErrGenerated = errGenerated
 
 // GoFiles lists the non-test .go files under root in lexical order, as
@@ -471,20 +479,61 @@ var ErrGenerated = errGenerated
 // index read.
 func GoFiles(root string) ([]string, error) { return goFiles(root) }
 
+// A Func is a function or method of a Go file as a search indexes it: its
+// pair (the code without the doc comment, which the encoders read), its
+// doc comment as a field of its own, and where its body starts. The doc
+// never enters a training document: in the pairs of BuildDataset it is
+// the query.
+type Func struct {
+	Pair
+	// Doc is the whole doc comment as ast.CommentGroup.Text gives it
+	// (directives such as //go:noinline dropped), "" without one.
+	Doc string `json:"doc,omitempty"`
+	// Body is the byte offset in Code of the body's opening brace:
+	// Code[:Body] is the signature (receiver, name, parameters, results).
+	Body int `json:"body"`
+	// Generated: the function's file is marked "Code generated … DO NOT
+	// EDIT.".
+	Generated bool `json:"generated,omitempty"`
+}
+
+// Name returns the function's name within its package: "Name", or
+// "Recv.Name" for a method.
+func (f Func) Name() string { return FuncName(f.Pair) }
+
+// PackageOf returns the package folder of a slash-separated file path
+// relative to a source root, as the pairs record it ("." for the root).
+func PackageOf(rel string) string { return pathDir(rel) }
+
+// FuncName returns the name of a pair's function within its package
+// (its ID without the package): "Name", or "Recv.Name" for a method.
+func FuncName(p Pair) string {
+	if name, ok := strings.CutPrefix(p.ID, p.Package+"."); ok {
+		return name
+	}
+	return p.ID
+}
+
+// Signature returns the function's signature: its code up to the body.
+func (f Func) Signature() string { return f.Code[:min(max(f.Body, 0), len(f.Code))] }
+
+// BodyText returns the function's body: its code from the opening brace.
+func (f Func) BodyText() string { return f.Code[min(max(f.Body, 0), len(f.Code)):] }
+
 // FileFunctions returns the functions and methods with a body (init
-// excluded) of the Go file rel with contents src, as pairs: ID
-// package.Recv.Name, Code from the func keyword to the closing brace
-// without the doc comment (what the encoders read), Query the doc
-// comment's query (QueryFromDoc; "" without one), Package, File and Line.
-// A file that does not parse is an error wrapping the parser's; a
-// generated one is ErrGenerated.
-func FileFunctions(rel string, src []byte) ([]Pair, error) {
-	pf := parseSource(rel, src)
+// excluded) of the Go file rel with contents src: ID package.Recv.Name,
+// Code from the func keyword to the closing brace without the doc comment
+// (what the encoders read), Query the doc comment's query (QueryFromDoc;
+// "" without one), Doc the whole doc comment, Package, File, Line and
+// where the body starts. A file that does not parse is an error wrapping
+// the parser's; a generated one is ErrGenerated unless generated is true.
+func FileFunctions(rel string, src []byte, generated bool) ([]Func, error) {
+	pf := parseSource(rel, src, generated)
 	if pf.err != nil {
 		return nil, pf.err
 	}
 	pkg := pathDir(rel)
-	out := make([]Pair, 0, len(pf.decls))
+	out := make([]Func, 0, len(pf.decls))
 	for _, d := range pf.decls {
 		id := pkg + "." + d.name
 		if d.recv != "" {
@@ -494,9 +543,27 @@ func FileFunctions(rel string, src []byte) ([]Pair, error) {
 		if d.doc != "" {
 			q = QueryFromDoc(d.doc, d.name)
 		}
-		out = append(out, Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: rel, Line: d.line})
+		out = append(out, Func{Pair: Pair{ID: id, Query: q, Code: d.code, Package: pkg, File: rel, Line: d.line},
+			Doc: strings.TrimSpace(d.doc), Body: d.body, Generated: pf.generated})
 	}
 	return out, nil
+}
+
+// SplitSignature returns the offset in code, the source of one function
+// declaration from its func keyword, of its body's opening brace, or
+// len(code) when code does not parse as a function with a body.
+func SplitSignature(code string) int {
+	const head = "package p\n"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "", head+code, parser.SkipObjectResolution)
+	if err != nil || len(f.Decls) == 0 {
+		return len(code)
+	}
+	fd, ok := f.Decls[0].(*ast.FuncDecl)
+	if !ok || fd.Body == nil {
+		return len(code)
+	}
+	return fset.File(f.Pos()).Offset(fd.Body.Lbrace) - len(head)
 }
 
 // useRe finds the replacement a deprecation names: "Deprecated: Use X
@@ -560,4 +627,69 @@ func Deprecations(ctx context.Context, srcs []Source) ([][2]Pair, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][1].ID < out[j][1].ID })
 	return out, nil
+}
+
+// HeldOutStats count what WriteHeldOut wrote.
+type HeldOutStats struct {
+	Files, Packages [3]int // by split; train's stay 0
+}
+
+// WriteHeldOut writes the Go files (non-test, as BuildDataset reads them)
+// of the validation and test packages of srcs (split by package as
+// BuildDataset splits them) into dir/val and dir/test, each source under
+// its name (a source without a name under "std"): folders to search,
+// where every function is one no training pair came from. Files are
+// hard-linked where the file system allows, copied otherwise. The folders
+// dir/val and dir/test must not exist.
+func WriteHeldOut(ctx context.Context, dir string, srcs []Source, opt Options) (HeldOutStats, error) {
+	var st HeldOutStats
+	for _, s := range []string{"val", "test"} {
+		if _, err := os.Lstat(filepath.Join(dir, s)); err == nil {
+			return st, fmt.Errorf("retrieve: %s already exists", filepath.Join(dir, s))
+		}
+	}
+	pkgs := [3]map[string]bool{{}, {}, {}}
+	for x, source := range srcs {
+		files, err := goFiles(source.Dir)
+		if err != nil {
+			if x > 0 && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return st, err
+		}
+		name := source.Name
+		if name == "" {
+			name = "std"
+		}
+		for _, rel := range files {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+			pkg := pathDir(rel)
+			s := splitOf(pkg, opt)
+			if s == 0 {
+				continue
+			}
+			to := filepath.Join(dir, SplitNames[s], filepath.FromSlash(name), filepath.FromSlash(rel))
+			if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+				return st, fmt.Errorf("retrieve: %w", err)
+			}
+			from := filepath.Join(source.Dir, filepath.FromSlash(rel))
+			if err := os.Link(from, to); err != nil {
+				data, err := readlimit.File(from, readlimit.SourceFileBytes)
+				if err != nil {
+					return st, fmt.Errorf("retrieve: %w", err)
+				}
+				if err := os.WriteFile(to, data, 0o644); err != nil {
+					return st, fmt.Errorf("retrieve: %w", err)
+				}
+			}
+			st.Files[s]++
+			pkgs[s][name+"/"+pkg] = true
+		}
+	}
+	for s := range pkgs {
+		st.Packages[s] = len(pkgs[s])
+	}
+	return st, nil
 }

@@ -138,3 +138,36 @@ func splitWord(parts []string, w string) []string {
 	}
 	return append(parts, w[start:])
 }
+
+// Stem folds an English plural onto its singular, the light suffix
+// stripping of Harman's "S" stemmer ("How effective is suffixing?",
+// JASIS 1991) with the sibilant plurals it misses: "entries" → "entry",
+// "matches" → "match", "indexes" → "index", "types" → "type", "flags" →
+// "flag"; "status", "class" and words of three letters or fewer are kept.
+// It leaves verb endings alone ("timing" is not "time").
+func Stem(t string) string {
+	n := len(t)
+	switch {
+	case n <= 3:
+		return t
+	case strings.HasSuffix(t, "ies") && !strings.HasSuffix(t, "eies") && !strings.HasSuffix(t, "aies"):
+		return t[:n-3] + "y"
+	case strings.HasSuffix(t, "sses") || strings.HasSuffix(t, "ches") || strings.HasSuffix(t, "shes") ||
+		strings.HasSuffix(t, "xes") || strings.HasSuffix(t, "zes"):
+		return t[:n-2]
+	case strings.HasSuffix(t, "es") && !strings.HasSuffix(t, "aes") && !strings.HasSuffix(t, "ees") && !strings.HasSuffix(t, "oes"):
+		return t[:n-1]
+	case strings.HasSuffix(t, "s") && !strings.HasSuffix(t, "us") && !strings.HasSuffix(t, "ss") && !strings.HasSuffix(t, "is"):
+		return t[:n-1]
+	}
+	return t
+}
+
+// StemTerms is Terms with every term stemmed (Stem).
+func StemTerms(text string) []string {
+	ts := Terms(text)
+	for i, t := range ts {
+		ts[i] = Stem(t)
+	}
+	return ts
+}

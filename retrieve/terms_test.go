@@ -3,6 +3,7 @@ package retrieve
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -38,4 +39,19 @@ func TestTerms(t *testing.T) {
 func ExampleTerms() {
 	fmt.Println(Terms("NewHTTPClient returns a client_config for parseURL2"))
 	// Output: [newhttpclient new http client returns client config parseurl2 parse url]
+}
+
+func TestStem(t *testing.T) {
+	for in, want := range map[string]string{
+		"entries": "entry", "matches": "match", "indexes": "index", "processes": "process", "types": "type",
+		"flags": "flag", "bytes": "byte", "status": "status", "class": "class", "analysis": "analysis",
+		"bus": "bus", "its": "its", "timing": "timing", "used": "used", "boxes": "box", "keys": "key",
+	} {
+		if got := Stem(in); got != want {
+			t.Errorf("Stem(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := StemTerms("ReadEntries of the Flags"); strings.Join(got, " ") != "readentry read entry flag" {
+		t.Errorf("StemTerms = %q", got)
+	}
 }

@@ -284,6 +284,12 @@ expect 2 '-mine-margin NaN' -- retriever diagnose -data "$work/retr" -mine-margi
 expect 1 'x.png: the folder .*none does not exist' -- lab -plot "$work/none/x.png"
 expect 1 'x.png: the folder .*none does not exist' -- gradcheck -sweep -plot "$work/none/x.png"
 expect 1 '^attnlab search: -reranker: ' -- search -src "$src" -cache "" -quiet -reranker "$work/nosuch" twice x
+expect 2 '-json and -code' -- search -src "$src" -json -code twice x
+printf '{"query": "twice", "path": "x.go"}\n' > "$work/q-nofunc.jsonl"
+expect 1 'q-nofunc.jsonl:1: want a query, a path and a func' -- retriever eval -queries "$work/q-nofunc.jsonl" -src "$src" -quiet
+printf '{"query": "twice", "path": "nosuch.go", "func": "Nosuch"}\n' > "$work/q-nogold.jsonl"
+expect 1 'q-nogold.jsonl:1 \("twice"\): .* holds no function Nosuch in nosuch.go' -- retriever eval -queries "$work/q-nogold.jsonl" -src "$src" -cache "" -quiet
+expect 1 '/dev/zero: larger than' -- retriever eval -queries /dev/zero -src "$src" -quiet
 
 echo "== interrupts"
 interrupt INT 130 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false

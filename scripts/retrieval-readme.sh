@@ -1,30 +1,42 @@
 #!/usr/bin/env bash
-# Regenerates the README's retrieval table (the block between the
-# "retrieval table" markers of the "Code retrieval" section) from one run of
-# attnlab retriever eval. Arguments go to retriever eval, e.g.
+# Regenerates a table of the README's "Code retrieval" section from one run
+# of attnlab retriever eval. Arguments go to retriever eval. Without
+# --queries, the pair table (between the "retrieval table" markers), e.g.
 #
-#   scripts/retrieval-readme.sh -data retr-std/test.jsonl -rerank-depth 10 \
+#   scripts/retrieval-readme.sh -data retr-std/test.jsonl \
 #       -systems bm25,dense,hybrid,hybrid+rerank,hybrid+rerank+fused
+#
+# with --queries first, the developer-query table (between the
+# "developer queries table" markers), e.g.
+#
+#   scripts/retrieval-readme.sh --queries \
+#       -queries retrieve/testdata/devqueries/std-test.jsonl,retrieve/testdata/devqueries/debian-test.jsonl \
+#       -src heldout/test
 set -euo pipefail
 cd "$(dirname "$0")/.."
+marker="retrieval table"
+if [ "${1:-}" = "--queries" ]; then
+  marker="developer queries table"
+  shift
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/attnlab" ./cmd/attnlab
 {
-  echo '<!-- retrieval table: scripts/retrieval-readme.sh -->'
+  echo "<!-- $marker: scripts/retrieval-readme.sh -->"
   echo "\`attnlab retriever eval $* -markdown\`:"
   echo
   "$work/attnlab" retriever eval -quiet -markdown "$@"
-  echo '<!-- end of retrieval table -->'
+  echo "<!-- end of $marker -->"
 } > "$work/table"
-if ! grep -q '<!-- retrieval table:' README.md; then
-  echo "README.md has no retrieval table markers" >&2
+if ! grep -q "<!-- $marker:" README.md; then
+  echo "README.md has no $marker markers" >&2
   exit 1
 fi
-awk -v table="$work/table" '
-  /<!-- retrieval table:/ { while ((getline line < table) > 0) print line; skip = 1; next }
-  /<!-- end of retrieval table -->/ { skip = 0; next }
+awk -v table="$work/table" -v start="<!-- $marker:" -v end="<!-- end of $marker -->" '
+  index($0, start) == 1 { while ((getline line < table) > 0) print line; skip = 1; next }
+  index($0, end) == 1 { skip = 0; next }
   !skip { print }
 ' README.md > "$work/README.md"
 cp "$work/README.md" README.md
-echo "README retrieval table regenerated"
+echo "README $marker regenerated"

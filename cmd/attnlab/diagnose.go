@@ -142,7 +142,7 @@ func writeDiagnosis(w io.Writer, d *search.Diagnosis) {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(w, "    %-7s %.3f (ties %.3f)\n", n, c.Accuracy[n], c.Ties[n])
+			fmt.Fprintf(w, "    %-9s %.3f (ties %.3f)\n", n, c.Accuracy[n], c.Ties[n])
 		}
 		if c.Example != "" {
 			fmt.Fprintf(w, "    e.g. %s\n", c.Example)

@@ -58,7 +58,7 @@ func TestRetrieverDiagnose(t *testing.T) {
 		t.Errorf("no near-identical in-batch query found in a corpus of near-identical docs")
 	}
 	for _, c := range d.Contrasts {
-		if c.Cannot == "" || c.Items > 0 && len(c.Accuracy) != 3 {
+		if c.Cannot == "" || c.Items > 0 && len(c.Accuracy) != 5 { // bm25, bm25f+doc, dense, dense+doc, rerank
 			t.Errorf("contrast %+v", c)
 		}
 	}

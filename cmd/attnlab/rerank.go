@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 )
 
@@ -41,6 +42,7 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.StringVar(&o.Data, "data", "", "folder of train.jsonl and val.jsonl, as retriever data writes it (required)")
 		fs.StringVar(&o.Out, "out", "retriever-run", "output folder: OUT/reranker and OUT/rerank-curves.csv")
 		fs.StringVar(&o.Model, "model", "", "the trained dual encoder the reranker starts from and mines negatives with (default OUT/model)")
+		fs.StringVar(&o.Init, "init", "", "a trained reranker to fine-tune (its lengths, cross blocks and lexical features must be those of the flags) instead of starting from -model's blocks")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing OUT/reranker")
 		fs.BoolVar(&o.Resume, "resume", false, "continue the training in OUT/reranker from its last checkpoint (the same command and data; the steps taken are those of an uninterrupted run)")
 		fs.IntVar(&o.SaveEvery, "save-every", 100, "checkpoint every N steps (0: at the end and on an interrupt only)")
@@ -55,6 +57,8 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.IntVar(&o.Candidates, "candidates", 8, "sequences per query and step: the positive and candidates−1 hard negatives")
 		fs.IntVar(&o.BM25Negs, "bm25-negatives", 8, "hard negatives mined per query from BM25")
 		fs.IntVar(&o.DenseNegs, "dense-negatives", 8, "hard negatives mined per query from the dual encoder")
+		fs.IntVar(&o.FirstNegs, "first-stage-negatives", 0, "hard negatives mined per query from the top -mine-depth of the hybrid first stage a search runs (BM25 and the dual encoder, -bm25-weight): the candidates the reranker will re-score")
+		fs.Float64Var(&o.Hybrid.BM25Weight, "bm25-weight", retrieve.DefaultBM25Weight, "with -first-stage-negatives: the weight of BM25's rescaled score in the hybrid")
 		fs.IntVar(&o.RandomNegs, "random-negatives", 0, "negatives drawn uniformly from the training code per query, added to the mined ones")
 		fs.IntVar(&o.MineDepth, "mine-depth", 30, "results of each first stage examined per query when mining")
 		fs.Float64Var(&o.MineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")

@@ -61,6 +61,7 @@ Example: attnlab retriever data -out retr`,
 		fs.Float64Var(&o.ValFrac, "val-frac", o.ValFrac, "fraction of the package hash range for validation")
 		fs.Float64Var(&o.TestFrac, "test-frac", o.TestFrac, "fraction of the package hash range for test")
 		fs.IntVar(&o.MinWords, "min-words", o.MinWords, "shortest query kept, in words")
+		heldout := fs.String("heldout", "", "also write the Go files of the validation and test packages into this folder, as folders to search: HELDOUT/val and HELDOUT/test, the standard library under std/ and each Debian package under debian/NAME/")
 		quiet := fs.Bool("quiet", false, "no progress")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
@@ -84,7 +85,19 @@ Example: attnlab retriever data -out retr`,
 					o.More = append(o.More, retrieve.Source{Name: d.Name, Dir: d.Dir})
 				}
 			}
-			return runRetrieverData(ctx, *src, *out, *force, o, *quiet, stdout)
+			if err := runRetrieverData(ctx, *src, *out, *force, o, *quiet, stdout); err != nil {
+				return err
+			}
+			if *heldout == "" {
+				return nil
+			}
+			st, err := retrieve.WriteHeldOut(ctx, *heldout, append([]retrieve.Source{{Dir: *src}}, o.More...), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "held-out folders: %s (%d files of %d packages), %s (%d files of %d packages)\n",
+				filepath.Join(*heldout, "val"), st.Files[1], st.Packages[1], filepath.Join(*heldout, "test"), st.Files[2], st.Packages[2])
+			return nil
 		}
 	},
 }

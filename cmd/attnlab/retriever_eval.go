@@ -11,14 +11,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/attnlab/attnlab/models"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/search"
 )
 
 var retrieverEvalCmd = &command{
 	name:  "eval",
-	usage: "-data FILE.jsonl [-model DIR] [-reranker DIR] [-systems LIST] [-json] [-write-index DIR [-force]]",
-	short: "measure retrieval systems on a file of (query, code) pairs",
+	usage: "(-data FILE.jsonl | -queries FILE.jsonl -src DIR) [-model DIR] [-reranker DIR] [-systems LIST] [-json | -markdown] [-write-index DIR [-force]]",
+	short: "measure retrieval systems on a file of (query, code) pairs, or of developer queries over a folder",
 	long: `Retriever eval reads any JSONL file of pairs and, for each system, ranks
 all the file's code documents for each query (the gold is the query's own
 document): MRR@10, Recall@1/5/10 and nDCG@10, then the CodeSearchNet
@@ -43,10 +44,33 @@ such pairs are dropped with a warning that counts them, the first kept.
 -write-index saves the dense index of the file (for attnlab search); an
 existing folder is refused unless -force, and it may not be an input.
 
-Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker`,
+With -queries FILE -src DIR it measures search as a developer uses it:
+FILE holds one {"query", "root", "path", "func"} object a line, a question
+in the developer's words and the function that answers it (root: the
+folder under DIR searched, as "attnlab search -src DIR/ROOT" would; path:
+the function's file relative to it; func: Name or Recv.Name). Each root is
+indexed once (doc comments as a field of their own, embeddings cached
+under -cache) and searched by every system: bm25-code (BM25 over the code
+alone), bm25-doc+code (BM25 over the doc comment and the code as one
+text), bm25f (over doc, signature and body, weighed by -fields), dense-code
+(the encoder on the code alone), dense (code and doc, -fields dense-doc),
+hybrid (bm25f and dense, as search ranks) and with -reranker
+hybrid+rerank and hybrid+rerank+fused. It prints hit@1, hit@3, hit@10 and
+MRR@10 of each, beside BM25 over doc and code, and the median time of a
+query.
+
+Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker
+         attnlab retriever eval -queries retrieve/testdata/devqueries/std-test.jsonl -src $(go env GOROOT)/src`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &search.EvalOptions{}
-		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs (required)")
+		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs")
+		q := &search.QueryEvalOptions{}
+		fs.StringVar(&q.Queries, "queries", "", "JSONL file of developer queries, each with its gold function, searched in -src (instead of -data; several files: separated by commas)")
+		fs.StringVar(&q.Src, "src", "", "with -queries: the folder the queries' roots are in")
+		fs.StringVar(&q.Cache, "cache", defaultCache(), "with -queries: folder of cached embeddings, as search's (\"\" none)")
+		fs.BoolVar(&q.Generated, "generated", false, "with -queries: index generated files too")
+		fs.BoolVar(&q.RerankDoc, "rerank-doc", false, "with -queries: the reranker reads the first paragraph of each function's doc comment, as a comment, before its code")
+		checkFields := fieldFlags(fs, &q.Fields)
 		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")
 		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
@@ -65,8 +89,12 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 				return err
 			}
 			switch {
-			case o.Data == "":
-				return usagef("-data is required")
+			case (o.Data == "") == (q.Queries == ""):
+				return usagef("give one of -data FILE and -queries FILE")
+			case q.Queries != "" && q.Src == "":
+				return usagef("-queries needs -src DIR, the folder its roots are in")
+			case q.Queries != "" && o.WriteIndex != "":
+				return usagef("-write-index goes with -data")
 			case *asJSON && *asMarkdown:
 				return usagef("-json and -markdown: choose one")
 			case o.Candidates < 2 || o.Workers < 0 || o.Workers > retrieve.MaxWorkers || o.Depth < 1:
@@ -74,6 +102,42 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			}
 			if err := checkHybrid(); err != nil {
 				return err
+			}
+			if err := checkFields(); err != nil {
+				return err
+			}
+			if q.Queries != "" {
+				if o.Model == "" {
+					dir, err := shippedModel(models.Encoder)
+					if err != nil {
+						return err
+					}
+					o.Model = dir
+				}
+				if o.Reranker == "shipped" {
+					dir, err := shippedModel(models.Reranker)
+					if err != nil {
+						return err
+					}
+					o.Reranker = dir
+				}
+				if o.Reranker == "none" {
+					o.Reranker = ""
+				}
+				q.Model, q.Reranker, q.Depth, q.Hybrid, q.FuseWeight = o.Model, o.Reranker, o.Depth, o.Hybrid, o.FuseWeight
+				if *systems != "" {
+					for _, s := range strings.Split(*systems, ",") {
+						q.Systems = append(q.Systems, strings.TrimSpace(s))
+					}
+				}
+				format := ""
+				switch {
+				case *asJSON:
+					format = "json"
+				case *asMarkdown:
+					format = "markdown"
+				}
+				return runQueryEval(ctx, q, format, *quiet, stdout)
 			}
 			if o.Model == "none" {
 				o.Model = ""
@@ -142,6 +206,49 @@ func runRetrieverEval(ctx context.Context, o *search.EvalOptions, format string,
 		fmt.Fprintf(stdout, "wrote the dense index of %d documents to %s\n", res.Queries, res.Index)
 	}
 	return nil
+}
+
+func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string, quiet bool, stdout io.Writer) error {
+	ev := events(stdout, 0, "", quiet)
+	ev.Log = nil
+	res, err := search.EvaluateQueries(ctx, *o, ev)
+	if err != nil {
+		return err
+	}
+	base, _ := res.Row("bm25-doc+code")
+	ratio := func(r search.QueryRow) string {
+		if base.MRR10 > 0 {
+			return fmt.Sprintf("%.2f", r.MRR10/base.MRR10)
+		}
+		return "–"
+	}
+	switch format {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	case "markdown":
+		fmt.Fprintln(stdout, "| system | hit@1 | hit@3 | hit@10 | MRR@10 | × BM25 doc+code | query p50 |")
+		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+		for _, r := range res.Rows {
+			if _, err := fmt.Fprintf(stdout, "| %s | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", r.System, r.Hit1, r.Hit3, r.Hit10, r.MRR10, ratio(r), roundDuration(r.P50)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	funcs := 0
+	for _, r := range res.Roots {
+		funcs += r.Funcs
+	}
+	fmt.Fprintf(stdout, "%s: %d queries over %d folders of %s (%d functions in all); fields doc %g, sig %g, body %g, dense-doc %g\n",
+		o.Queries, res.N, len(res.Roots), o.Src, funcs, res.Fields.Doc, res.Fields.Sig, res.Fields.Body, res.Fields.DocDense)
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "system\thit@1\thit@3\thit@10\tMRR@10\t× BM25 doc+code\tquery p50\t\n")
+	for _, r := range res.Rows {
+		fmt.Fprintf(w, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", r.System, r.Hit1, r.Hit3, r.Hit10, r.MRR10, ratio(r), roundDuration(r.P50))
+	}
+	return w.Flush()
 }
 
 // markdownTable prints the rows of an evaluation as a Markdown table, each

@@ -54,9 +54,9 @@ func readPairs(t *testing.T, path string) []retrieve.Pair {
 	return ps
 }
 
-// searchRow is a line of search's output: rank, score, package, file:line
-// and the first line of the code.
-var searchRow = regexp.MustCompile(`^(\d+)\s+(-?\d+\.\d{4})\s+(\S+)\s+(\S+\.go):(\d+)\s+(\S.*)$`)
+// searchRow is a line of search's output: rank, score, path:line, the
+// function and the first line of the code.
+var searchRow = regexp.MustCompile(`^(\d+)\s+(-?\d+\.\d{4})\s+(\S+\.go):(\d+)\s+(\S+)\s+(\S.*)$`)
 
 func TestRetrieverTrainThenEvalAndSearch(t *testing.T) {
 	data := retrieverData(t)
@@ -169,16 +169,16 @@ func TestRetrieverTrainThenEvalAndSearch(t *testing.T) {
 		for i, row := range rows {
 			m := searchRow.FindStringSubmatch(row)
 			if m == nil {
-				t.Errorf("search row %q: want rank, score, package, file:line, code", row)
+				t.Errorf("search row %q: want rank, score, path:line, function, code", row)
 				continue
 			}
 			score, _ := strconv.ParseFloat(m[2], 64)
 			if m[1] != strconv.Itoa(i+1) || score > prev || score < -1.0001 || score > 1.0001 {
-				t.Errorf("search row %d: %q: want rank %d and a cosine at most %.4f", i+1, row, i+1, prev)
+				t.Errorf("search row %d: %q: want rank %d and a score at most %.4f", i+1, row, i+1, prev)
 			}
 			prev = score
-			p, ok := inTest[m[4]+":"+m[5]]
-			if !ok || p.Package != m[3] || !strings.HasPrefix(m[6], "func ") || !strings.HasPrefix(p.Code, m[6]) {
+			p, ok := inTest[m[3]+":"+m[4]]
+			if !ok || retrieve.FuncName(p) != m[5] || !strings.HasPrefix(m[6], "func ") || !strings.HasPrefix(p.Code, m[6]) {
 				t.Errorf("search row %d: %q is not a document of the index", i+1, row)
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,7 +11,7 @@ import (
 )
 
 // statsLine is the summary search -src writes to stderr.
-var statsLine = regexp.MustCompile(`(\d+) functions in (\d+) files \((\d+) from the cache, (\d+) embedded; (\d+) generated and (\d+) unreadable skipped\)`)
+var statsLine = regexp.MustCompile(`(\d+) functions \(\d+ with a doc comment; \d+ build-tag twins grouped\) in (\d+) files \((\d+) from the cache, (\d+) embedded; (\d+) generated \w+ and (\d+) unreadable skipped\)`)
 
 // TestSearchSrc indexes a folder with a trained encoder and reranker: a
 // second search of the unchanged tree embeds nothing, an edited file is
@@ -46,6 +47,46 @@ func TestSearchSrc(t *testing.T) {
 	if second[2] != "40" || second[3] != "0" || out2 != out1 {
 		t.Errorf("second search: %v (want 40 from the cache, 0 embedded) and the same results", second)
 	}
+	// -json: paths relative to the folder the command runs in, which
+	// open; the reranker's score on the rows it re-scored
+	code, stdout, stderr := attnlab(t, "search", "-src", src, "-model", model, "-cache", cache, "-k", "7", "-reranker", filepath.Join(run, "reranker"), "-json", "widgets", "of", "the", "store")
+	if code != 0 {
+		t.Fatalf("search -json: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var res struct {
+		Query string
+		Hits  []struct {
+			Path   string
+			Line   int
+			Func   string
+			Score  float64
+			Scores struct {
+				BM25, Dense, First float64
+				Rerank             *float64
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("search -json: %v\n%s", err, stdout)
+	}
+	if res.Query != "widgets of the store" || len(res.Hits) != 7 {
+		t.Fatalf("search -json: query %q, %d hits", res.Query, len(res.Hits))
+	}
+	for i, h := range res.Hits {
+		if filepath.IsAbs(h.Path) || !strings.HasSuffix(h.Path, "p.go") || h.Line < 1 || !strings.HasPrefix(h.Func, "Count") && !strings.HasPrefix(h.Func, "Reset") {
+			t.Errorf("hit %d: %+v: want a relative path to a p.go, a line and a function name", i+1, h)
+		}
+		if _, err := os.Stat(h.Path); err != nil {
+			t.Errorf("hit %d: %s does not open from the folder the command ran in: %v", i+1, h.Path, err)
+		}
+		if (h.Scores.Rerank != nil) != (i < 5) {
+			t.Errorf("hit %d: reranker score %v; want one on the 5 rows re-scored (-depth 5) alone", i+1, h.Scores.Rerank)
+		}
+	}
+	if rows := strings.Split(strings.TrimSpace(out1), "\n"); !strings.HasPrefix(strings.Fields(rows[0])[2], res.Hits[0].Path+":") {
+		t.Errorf("the table's first path %q is not -json's %q", strings.Fields(rows[0])[2], res.Hits[0].Path)
+	}
+
 	// an edited file: that file alone is embedded again
 	p := filepath.Join(src, "pkg07", "p.go")
 	b, _ := os.ReadFile(p)

@@ -2,6 +2,7 @@ package dense
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,7 +13,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/model"
@@ -156,8 +160,44 @@ func (e encoderFunc) Dim() int                       { return e.d }
 func (e encoderFunc) Encode(dst []float32, s string) { e.f(dst, s) }
 
 // EmbedCodes embeds every code document into an (N, D) matrix, calling
-// progress (if not nil) with the number done after each one.
+// progress (if not nil) with the number done after each batch (see
+// EmbedCodesInto).
 func (m *Model) EmbedCodes(ctx context.Context, codes []string, progress func(done int)) ([]float32, error) {
+	out := make([]float32, len(codes)*m.Dim())
+	if err := m.EmbedCodesInto(ctx, out, codes, progress); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EmbedCodesInto writes the embedding of codes[i] into dst[i·D:(i+1)·D]:
+// the sequences sorted by length, encoded in batches of similar lengths
+// (little padding, one matrix product for many rows) on GOMAXPROCS
+// goroutines. The vectors are those EmbedCode gives one at a time, up to
+// float32 rounding. progress (if not nil) is called with the number done
+// after each batch, from one goroutine at a time.
+func (m *Model) EmbedCodesInto(ctx context.Context, dst []float32, codes []string, progress func(done int)) error {
+	seqs := make([][]int, len(codes))
+	for i, c := range codes {
+		seqs[i] = m.Tokens(c, m.Settings.MaxCode)
+	}
+	return m.embedBatched(ctx, dst, seqs, progress)
+}
+
+// EmbedQueriesInto writes the embedding of the query texts[i] (with the
+// query prefix, truncated to MaxQuery tokens) into dst[i·D:(i+1)·D], in
+// batches as EmbedCodesInto.
+func (m *Model) EmbedQueriesInto(ctx context.Context, dst []float32, texts []string, progress func(done int)) error {
+	seqs := make([][]int, len(texts))
+	for i, t := range texts {
+		seqs[i] = m.QueryTokens(t)
+	}
+	return m.embedBatched(ctx, dst, seqs, progress)
+}
+
+// embedEach is EmbedCodes one document at a time, as it was before
+// batching: the benchmark's baseline.
+func (m *Model) embedEach(ctx context.Context, codes []string, progress func(done int)) ([]float32, error) {
 	D := m.Dim()
 	out := make([]float32, len(codes)*D)
 	for i, c := range codes {
@@ -170,6 +210,91 @@ func (m *Model) EmbedCodes(ctx context.Context, codes []string, progress func(do
 		}
 	}
 	return out, nil
+}
+
+// BatchTokens bounds the tokens, padding included, of one batch of
+// embedBatched.
+const BatchTokens = 2048
+
+// embedBatched embeds seqs into dst, by length in batches of at most
+// BatchTokens padded tokens, on GOMAXPROCS goroutines.
+func (m *Model) embedBatched(ctx context.Context, dst []float32, seqs [][]int, progress func(done int)) error {
+	D := m.Dim()
+	if len(dst) < len(seqs)*D {
+		panic(fmt.Sprintf("dense: embedding %d sequences into %d values", len(seqs), len(dst)))
+	}
+	order := make([]int, len(seqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(seqs[a]), len(seqs[b])) })
+	var batches [][]int // indices into seqs, each batch of one padded length
+	for i := 0; i < len(order); {
+		T := Padded(len(seqs[order[i]]))
+		j := i + 1
+		for j < len(order) && Padded(len(seqs[order[j]])) == T && (j-i+1)*T <= BatchTokens {
+			j++
+		}
+		batches = append(batches, order[i:j])
+		i = j
+	}
+	var (
+		mu    sync.Mutex
+		done  int
+		first error
+		wg    sync.WaitGroup
+	)
+	next := make(chan []int)
+	for range min(max(1, runtime.GOMAXPROCS(0)), len(batches)) {
+		wg.Go(func() {
+			norm := []float32{0}
+			for batch := range next {
+				B, T := len(batch), Padded(len(seqs[batch[len(batch)-1]]))
+				a := m.acts.GetBatch(m.Enc, B, T)
+				in := make([][]int, B)
+				for b, i := range batch {
+					in[b] = seqs[i]
+				}
+				err := m.Enc.Forward(a, in)
+				if err == nil {
+					for b, i := range batch {
+						v := dst[i*D : (i+1)*D]
+						nn.MeanPool[float32]{D: D}.Forward(v, a.Out[b*T*D:(b+1)*T*D], a.Valid[b*T:(b+1)*T], 1, T)
+						nn.L2Norm[float32]{D: D, Eps: 1e-12}.Forward(v, norm, v, 1)
+					}
+				}
+				m.acts.Put(a)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				done += B
+				if progress != nil && first == nil {
+					progress(done)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	var err error
+	for _, b := range batches {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		next <- b
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		panic(first.Error()) // the tokenizer and model of one checkpoint agree on ids
+	}
+	return err
 }
 
 // Fingerprint returns the SHA-256, in hex, of what decides the model's

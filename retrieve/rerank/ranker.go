@@ -198,3 +198,29 @@ func (r *Ranker) Score(query string, docs []int, scores []float64) {
 		scores[j] = rest + float64(n-place)
 	}
 }
+
+// Rerank re-orders the first Depth of the first stage's candidates cands
+// (best first, first their first-stage scores) in place, together with
+// first, by the cross-encoder's scores (with Fuse, fused with the first
+// stage's), and returns how many it re-ordered and, in their new order,
+// the score that ordered each (final) and the cross-encoder's own (ce).
+// The rest keep their places and first-stage scores.
+func (r *Ranker) Rerank(query string, cands []int, first []float64) (n int, final, ce []float64) {
+	n = min(r.Depth, len(cands))
+	top := cands[:n]
+	ce = r.scores(query, top)
+	final = r.final(ce, first[:n])
+	if !r.Fuse {
+		final = slices.Clone(ce)
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(final[b], final[a]) })
+	d, f, c, s := slices.Clone(top), slices.Clone(final), slices.Clone(ce), slices.Clone(first[:n])
+	for i, j := range idx {
+		top[i], final[i], ce[i], first[i] = d[j], f[j], c[j], s[j]
+	}
+	return n, final, ce
+}

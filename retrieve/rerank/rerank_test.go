@@ -2,6 +2,7 @@ package rerank
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -519,6 +520,48 @@ func TestMineDenseAndMerge(t *testing.T) {
 	got := Merge([][]int{{1, 2, 3}, {4}}, [][]int{{2, 5}, {4, 6}, {7}})
 	if want := "[[1 2 5 3] [4 6] [7]]"; fmt.Sprint(got) != want {
 		t.Errorf("Merge = %v, want %v", got, want)
+	}
+}
+
+// TestMineFirstStage: the negatives are the hybrid first stage's own top
+// candidates, in its order, without the gold, a copy of its code or a
+// pair of the same query.
+func TestMineFirstStage(t *testing.T) {
+	ps := pairs(12)
+	ps[4].Query = ps[1].Query
+	ps[7].Code = ps[2].Code + "\n" // the gold's code up to white space
+	x, _ := dense.NewIndex(context.Background(), tinyDense(t, ps), ps, nil)
+	h := retrieve.Hybrid{BM25Weight: 0.4}
+	negs, err := MineFirstStage(context.Background(), x, ps, h, 3, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := make([]string, len(ps))
+	for i, p := range ps {
+		codes[i] = p.Code
+	}
+	first := h.Ranker(retrieve.NewBM25(codes), x.Ranker())
+	for i, l := range negs {
+		if len(l) == 0 || len(l) > 3 {
+			t.Errorf("query %d: %d negatives, want 1 to 3", i, len(l))
+		}
+		top := first.Rank(ps[i].Query, 8)
+		at := -1
+		for _, d := range l {
+			if d == i || ps[d].Query == ps[i].Query || retrieve.CodeKey(ps[d].Code) == retrieve.CodeKey(ps[i].Code) {
+				t.Errorf("query %d: negative %d is its gold, a copy of it or shares its query", i, d)
+			}
+			j := slices.Index(top, d)
+			if j <= at {
+				t.Errorf("query %d: negatives %v are not the first stage's top 8 %v in order", i, l, top)
+			}
+			at = j
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := MineFirstStage(ctx, x, ps, h, 3, 8); !errors.Is(err, context.Canceled) {
+		t.Errorf("mining under a cancelled context: %v", err)
 	}
 }
 

@@ -30,7 +30,11 @@ type RunOptions struct {
 	Data  string // folder of train.jsonl and val.jsonl
 	Out   string // the run folder: OUT/reranker and OUT/rerank-curves.csv
 	Model string // the dual encoder it starts from and mines with (default OUT/model)
-	Force bool   // replace an OUT/reranker
+	// Init, when set, is a trained reranker to start from (fine-tuned)
+	// instead of the dual encoder's blocks and new cross blocks; its
+	// lengths, cross blocks and lexical features are kept.
+	Init  string
+	Force bool // replace an OUT/reranker
 	// Resume continues the run in OUT/reranker from its last checkpoint
 	// (the same options and data).
 	Resume    bool
@@ -47,8 +51,13 @@ type RunOptions struct {
 	// run can afford may see fewer queries than the data holds.
 	TrainPairs int
 
-	Groups, Candidates               int
-	BM25Negs, DenseNegs, RandomNegs  int
+	Groups, Candidates              int
+	BM25Negs, DenseNegs, RandomNegs int
+	// FirstNegs are mined from the top MineDepth of the first stage a
+	// search runs (MineFirstStage with Hybrid): what the reranker will
+	// re-score.
+	FirstNegs                        int
+	Hybrid                           retrieve.Hybrid
 	MineDepth                        int
 	MineMargin                       float64
 	Steps, Warmup                    int
@@ -71,8 +80,10 @@ func (o RunOptions) Validate() error {
 			o.Steps, o.Groups, o.Candidates, o.Warmup, o.Depth)
 	case o.MaxQuery < 1 || o.MaxCode < 1:
 		return fmt.Errorf("max-query %d, max-code %d: want >= 1", o.MaxQuery, o.MaxCode)
-	case o.BM25Negs < 0 || o.DenseNegs < 0 || o.RandomNegs < 0 || o.BM25Negs+o.DenseNegs+o.RandomNegs == 0:
-		return fmt.Errorf("bm25-negatives %d, dense-negatives %d, random-negatives %d: want >= 0 and not all 0", o.BM25Negs, o.DenseNegs, o.RandomNegs)
+	case o.BM25Negs < 0 || o.DenseNegs < 0 || o.RandomNegs < 0 || o.FirstNegs < 0 || o.BM25Negs+o.DenseNegs+o.RandomNegs+o.FirstNegs == 0:
+		return fmt.Errorf("bm25-negatives %d, dense-negatives %d, first-stage-negatives %d, random-negatives %d: want >= 0 and not all 0", o.BM25Negs, o.DenseNegs, o.FirstNegs, o.RandomNegs)
+	case o.Hybrid.Validate() != nil:
+		return o.Hybrid.Validate()
 	case o.MineDepth < 1 || o.Cross < 0:
 		return fmt.Errorf("mine-depth %d, cross-layers %d: want mine-depth >= 1, cross-layers >= 0", o.MineDepth, o.Cross)
 	case !(o.HeadLRScale > 0) || math.IsInf(o.HeadLRScale, 0):
@@ -87,7 +98,7 @@ func (o RunOptions) Validate() error {
 		v, max int
 	}{
 		{"groups", o.Groups, dense.MaxCount}, {"candidates", o.Candidates, dense.MaxCount}, {"bm25-negatives", o.BM25Negs, dense.MaxCount},
-		{"dense-negatives", o.DenseNegs, dense.MaxCount}, {"random-negatives", o.RandomNegs, dense.MaxCount},
+		{"dense-negatives", o.DenseNegs, dense.MaxCount}, {"random-negatives", o.RandomNegs, dense.MaxCount}, {"first-stage-negatives", o.FirstNegs, dense.MaxCount},
 		{"mine-depth", o.MineDepth, dense.MaxCount}, {"depth", o.Depth, dense.MaxCount},
 		{"max-query", o.MaxQuery, model.MaxPositions}, {"max-code", o.MaxCode, model.MaxPositions}, {"cross-layers", o.Cross, model.MaxLayers},
 	} {
@@ -141,7 +152,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		o.Model = filepath.Join(o.Out, dense.ModelDir)
 	}
 	res := &RunResult{Reranker: filepath.Join(o.Out, RerankerDir), Curves: filepath.Join(o.Out, CurvesFile)}
-	claim, err := output.Target{Path: res.Reranker, Flag: "-out", Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model},
+	claim, err := output.Target{Path: res.Reranker, Flag: "-out", Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model, o.Init},
 		Hint: "-resume continues its training, -force starts over"}.ClaimDir()
 	if err != nil {
 		return nil, err
@@ -191,6 +202,14 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 					res.Reranker, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
 			}
 		}
+	} else if o.Init != "" {
+		if m, err = Load(o.Init); err == nil {
+			s, cross := m.Settings, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated
+			if s.MaxQuery != o.MaxQuery || s.MaxCode != o.MaxCode || s.Lexical != o.Lexical || cross != o.Cross {
+				err = fmt.Errorf("rerank: init: %s has max-query %d, max-code %d, lexical %v, cross-layers %d; this run asks for %d, %d, %v, %d",
+					o.Init, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
+			}
+		}
 	} else {
 		if m, err = FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed); err == nil && o.ZeroCross {
 			m.ZeroCross()
@@ -205,26 +224,41 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 
 	// Hard negatives: BM25's and the dual encoder's, interleaved.
 	t0 := time.Now()
-	bm, ms := retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: max(o.BM25Negs, 1), Depth: o.MineDepth, Margin: o.MineMargin})
-	if o.BM25Negs == 0 {
-		bm = nil
+	var bm [][]int
+	if o.BM25Negs > 0 {
+		var ms retrieve.MineStats
+		bm, ms = retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: o.BM25Negs, Depth: o.MineDepth, Margin: o.MineMargin})
+		ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
+			ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
 	}
-	ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
-		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
-	var dn [][]int
-	if o.DenseNegs > 0 {
+	var dn, fn [][]int
+	if o.DenseNegs > 0 || o.FirstNegs > 0 {
 		t0 = time.Now()
 		x, err := dense.NewIndex(ctx, dm, trainPairs, ev.Count("embedding the training code", len(trainPairs)))
 		if err != nil {
 			return nil, err
 		}
-		dn = MineDense(x, trainPairs, o.DenseNegs, o.MineDepth)
-		kept := 0
-		for _, l := range dn {
-			kept += len(l)
+		if o.DenseNegs > 0 {
+			dn = MineDense(x, trainPairs, o.DenseNegs, o.MineDepth)
+			kept := 0
+			for _, l := range dn {
+				kept += len(l)
+			}
+			ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
+				kept, len(trainPairs), o.MineDepth, o.Model, time.Since(t0).Seconds())
 		}
-		ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
-			kept, len(trainPairs), o.MineDepth, o.Model, time.Since(t0).Seconds())
+		if o.FirstNegs > 0 {
+			t0 = time.Now()
+			if fn, err = MineFirstStage(ctx, x, trainPairs, o.Hybrid, o.FirstNegs, o.MineDepth); err != nil {
+				return nil, err
+			}
+			kept := 0
+			for _, l := range fn {
+				kept += len(l)
+			}
+			ev.Logf("first-stage negatives: %d kept for %d queries (top %d of the hybrid, %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
+				kept, len(trainPairs), o.MineDepth, o.Hybrid, time.Since(t0).Seconds())
+		}
 	}
 	var rnd [][]int
 	if o.RandomNegs > 0 {
@@ -243,7 +277,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 			}
 		}
 	}
-	negs := Merge(bm, dn, rnd)
+	negs := Merge(fn, bm, dn, rnd)
 	none := 0
 	for _, l := range negs {
 		if len(l) == 0 {

@@ -90,6 +90,58 @@ func TestResumeIsExact(t *testing.T) {
 	}
 }
 
+// TestRunInit: a run with Init fine-tunes that reranker (its first
+// step's loss is the trained model's, below a fresh start's), mining its
+// negatives from the first stage alone; a reranker of another shape is
+// refused naming it.
+func TestRunInit(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+	ps := pairs(24)
+	for name, part := range map[string][]retrieve.Pair{"train.jsonl": ps[:16], "val.jsonl": ps[16:]} {
+		if err := retrieve.WriteJSONL(filepath.Join(data, name), part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc := filepath.Join(dir, "encoder")
+	if err := tinyDense(t, ps).Save(enc); err != nil {
+		t.Fatal(err)
+	}
+	o := RunOptions{Data: data, Out: filepath.Join(dir, "first"), Model: enc, MaxQuery: 12, MaxCode: 24, Cross: 1, Lexical: true, InitStd: 0.1,
+		Groups: 4, Candidates: 3, FirstNegs: 3, MineDepth: 8, Steps: 40, Warmup: 1, LR: 3e-3, MinLR: 1e-3, Clip: 1, HeadLRScale: 10, Depth: 4, Seed: 1}
+	var logs []string
+	first, err := Run(context.Background(), o, train.Events{Log: func(m string) { logs = append(logs, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(logs, func(m string) bool { return strings.Contains(m, "first-stage negatives") }) ||
+		slices.ContainsFunc(logs, func(m string) bool { return strings.Contains(m, "bm25 negatives") }) {
+		t.Errorf("first-stage negatives alone: the log says %q", logs)
+	}
+	tuned := o
+	tuned.Out, tuned.Init, tuned.Steps = filepath.Join(dir, "tuned"), filepath.Join(o.Out, RerankerDir), 1
+	again, err := Run(context.Background(), tuned, train.Events{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := o
+	fresh.Out, fresh.Steps = filepath.Join(dir, "fresh"), 1
+	start, err := Run(context.Background(), fresh, train.Events{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossOf := func(r *RunResult) float64 { return r.Loop.First["loss"] }
+	if !(lossOf(again) < lossOf(start)) || !(lossOf(first) >= lossOf(again)) {
+		t.Errorf("first-step loss: fine-tuned %g, fresh %g (first run began at %g); want the fine-tuned one lowest", lossOf(again), lossOf(start), lossOf(first))
+	}
+	bad := tuned
+	bad.Out, bad.MaxCode = filepath.Join(dir, "bad"), 20
+	if _, err := Run(context.Background(), bad, train.Events{}); err == nil || !strings.Contains(err.Error(), "init") || !strings.Contains(err.Error(), "max-code 24") {
+		t.Errorf("init from a reranker of another shape: %v", err)
+	}
+}
+
 // TestRunRefusesOneCode: pairs that all hold the same code have no
 // negative (a random pick of another pair is a copy of the gold's code, not
 // a negative): the run is refused with the count, and leaves no folder.

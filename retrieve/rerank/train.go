@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -60,6 +62,51 @@ func MineDense(x *dense.Index, pairs []retrieve.Pair, k, depth int) [][]int {
 		}
 	}
 	return out
+}
+
+// MineFirstStage returns, for each pair, up to k hard negatives from the
+// top depth of the first stage a search runs (h: BM25 over the pairs' code
+// and the dual encoder of x, combined as search combines them): the
+// candidates the reranker will be asked to order. Likely false negatives
+// are dropped as in MineDense: code equal to the gold's up to white space,
+// and the code of another pair with the same query text. The queries are
+// mined on GOMAXPROCS goroutines.
+func MineFirstStage(ctx context.Context, x *dense.Index, pairs []retrieve.Pair, h retrieve.Hybrid, k, depth int) ([][]int, error) {
+	keys := make([]string, len(pairs))
+	codes := make([]string, len(pairs))
+	for i, p := range pairs {
+		keys[i], codes[i] = retrieve.CodeKey(p.Code), p.Code
+	}
+	first := h.Ranker(retrieve.NewBM25(codes), x.Ranker())
+	out := make([][]int, len(pairs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				p := pairs[i]
+				for _, d := range first.Rank(p.Query, depth) {
+					if len(out[i]) == k {
+						break
+					}
+					if d == i || keys[d] == keys[i] || pairs[d].Query == p.Query {
+						continue
+					}
+					out[i] = append(out[i], d)
+				}
+			}
+		})
+	}
+	var err error
+	for i := range pairs {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, err
 }
 
 // Merge interleaves lists of negatives per pair (the first of each list,

@@ -19,17 +19,19 @@ import (
 func FuzzReadEntry(f *testing.F) {
 	const D = 4
 	dir := f.TempDir()
-	funcs := []retrieve.Pair{
-		{ID: "p.F", Query: "returns x", Code: "func F() int { return x < 1 }", Package: "p", File: "p/f.go", Line: 3},
-		{ID: "p.G", Query: "héllo", Code: "func G() {}", Package: "p", File: "p/g.go", Line: 9},
+	funcs := []retrieve.Func{
+		{Pair: retrieve.Pair{ID: "p.F", Query: "returns x", Code: "func F() int { return x < 1 }", Package: "p", File: "p/f.go", Line: 3}, Doc: "F returns x.", Body: 13},
+		{Pair: retrieve.Pair{ID: "p.G", Query: "", Code: "func G() {}", Package: "p", File: "p/g.go", Line: 9}, Body: 9},
 	}
-	seeds := []struct {
-		funcs []retrieve.Pair
-		vecs  []float32
-	}{{funcs, []float32{1, 0, 0, 0, 0.5, -0.5, 0.25, 0}}, {funcs[:1], []float32{0, 0, 1, 0}}, {nil, nil}}
+	seeds := []entry{
+		{funcs: funcs, vecs: []float32{1, 0, 0, 0, 0.5, -0.5, 0.5, 0.5}, docs: []float32{0, 1, 0, 0}},
+		{funcs: funcs[:1], vecs: []float32{0, 0, 1, 0}, docs: []float32{0, 0, 0, 1}, generated: true},
+		{funcs: funcs[1:], vecs: []float32{0, 0, 1, 0}}, // another version
+		{},
+	}
 	for i, s := range seeds {
 		path := filepath.Join(dir, "seed"+string(rune('0'+i))+".safetensors")
-		if err := writeEntry(path, s.funcs, s.vecs, D); err != nil {
+		if err := writeEntry(path, s, D); err != nil {
 			f.Fatal(err)
 		}
 		data, err := os.ReadFile(path)
@@ -39,21 +41,30 @@ func FuzzReadEntry(f *testing.F) {
 		f.Add(data)
 	}
 	// a D-wide vecs with no functions, functions that are not JSON, vecs
-	// of another width
+	// of another width, an entry of the version before doc comments
 	for _, file := range []*safetensors.File{
 		func() *safetensors.File {
 			x := safetensors.New()
+			x.Metadata["functions"] = `[{"id":"a"}]`
+			x.SetF32("vecs", []int{1, D}, []float32{1, 0, 0, 0})
+			return x
+		}(),
+		func() *safetensors.File {
+			x := safetensors.New()
+			x.Metadata["version"] = cacheVersion
 			x.Metadata["functions"] = "[]"
 			x.SetF32("vecs", []int{1, D}, make([]float32, D))
 			return x
 		}(),
 		func() *safetensors.File {
 			x := safetensors.New()
+			x.Metadata["version"] = cacheVersion
 			x.Metadata["functions"] = "{not json"
 			return x
 		}(),
 		func() *safetensors.File {
 			x := safetensors.New()
+			x.Metadata["version"] = cacheVersion
 			x.Metadata["functions"] = `[{"id":"a"}]`
 			x.SetF32("vecs", []int{1, D + 1}, make([]float32, D+1))
 			return x
@@ -76,30 +87,37 @@ func FuzzReadEntry(f *testing.F) {
 			return
 		}
 		const path = "CACHE/entry.safetensors"
-		funcs, vecs, err := entryOf(path, file, D)
+		e, err := entryOf(path, file, D)
 		if err != nil {
 			if msg := err.Error(); !strings.HasPrefix(msg, "search: cache entry "+path+": ") || strings.Contains(msg, "\n") {
 				t.Fatalf("error %q is not one line naming the entry", msg)
 			}
 			return
 		}
-		if len(vecs) != len(funcs)*D {
-			t.Fatalf("entry of %d functions holds %d values, want %d", len(funcs), len(vecs), len(funcs)*D)
+		nd := 0
+		for _, fn := range e.funcs {
+			if fn.Query != "" {
+				nd++
+			}
+		}
+		if len(e.vecs) != len(e.funcs)*D || len(e.docs) != nd*D {
+			t.Fatalf("entry of %d functions (%d with a doc) holds %d and %d values, want %d and %d", len(e.funcs), nd, len(e.vecs), len(e.docs), len(e.funcs)*D, nd*D)
 		}
 		// an entry that reads is written back (rarely: the fuzzer's inputs
 		// seldom are entries) and read through the file
 		os.Remove(again)
-		if err := writeEntry(again, funcs, vecs, D); err != nil {
+		if err := writeEntry(again, e, D); err != nil {
 			t.Fatalf("writing back an entry that read: %v", err)
 		}
-		funcs2, vecs2, err := readEntry(again, D)
+		e2, err := readEntry(again, D)
 		if err != nil {
 			t.Fatalf("reading back an entry that read: %v", err)
 		}
-		if !reflect.DeepEqual(funcs2, funcs) && (len(funcs) > 0 || len(funcs2) > 0) {
-			t.Fatalf("write and read changed the functions: %+v, then %+v", funcs, funcs2)
+		if !reflect.DeepEqual(e2.funcs, e.funcs) && (len(e.funcs) > 0 || len(e2.funcs) > 0) || e2.generated != e.generated {
+			t.Fatalf("write and read changed the functions: %+v, then %+v", e, e2)
 		}
-		if !slices.EqualFunc(vecs, vecs2, func(a, b float32) bool { return a == b || a != a && b != b }) {
+		same := func(a, b float32) bool { return a == b || a != a && b != b }
+		if !slices.EqualFunc(e.vecs, e2.vecs, same) || !slices.EqualFunc(e.docs, e2.docs, same) {
 			t.Fatal("write and read changed the embeddings")
 		}
 	})

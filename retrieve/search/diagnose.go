@@ -211,12 +211,17 @@ func Diagnose(ctx context.Context, o DiagnoseOptions) (*Diagnosis, error) {
 }
 
 // item is one question of a contrast set: the system is right when it
-// scores code c1 for query q1 above code c2 for query q2.
-type item struct{ q1, c1, q2, c2 string }
+// scores code c1 for query q1 above code c2 for query q2. d1 and d2 are
+// the codes' doc comments (their first paragraphs, as the pairs hold
+// them), which the systems that index docs read beside the code.
+type item struct{ q1, c1, q2, c2, d1, d2 string }
 
 // contrast scores each item with every available system: BM25 (over the
 // contrast's code), the dual encoder's cosine similarity, the reranker's
-// score.
+// score, and as search indexes a folder, with each code's doc comment
+// beside it: BM25F over doc, signature and body (bm25f+doc) and the
+// encoder's cosine with the code plus DefaultFields.DocDense times that
+// with the doc (dense+doc).
 func contrast(ctx context.Context, items []item, m *dense.Model, rr *rerank.Model) (Contrast, error) {
 	c := Contrast{Items: len(items), Accuracy: map[string]float64{}, Ties: map[string]float64{},
 		Example: fmt.Sprintf("%q → %s | %q → %s", items[0].q1, firstOf(items[0].c1), items[0].q2, firstOf(items[0].c2))}
@@ -231,12 +236,34 @@ func contrast(ctx context.Context, items []item, m *dense.Model, rr *rerank.Mode
 		}
 	}
 	bm := retrieve.NewBM25(codes)
-	scorers := map[string]func(q, code string) float64{
-		"bm25": func(q, code string) float64 {
+	scorers := map[string]func(q, code, doc string) float64{
+		"bm25": func(q, code, _ string) float64 {
 			s := []float64{0}
 			bm.Score(q, []int{at[code]}, s)
 			return s[0]
 		},
+	}
+	// the documented codes: each (code, doc) once
+	type docCode struct{ code, doc string }
+	atDoc := map[docCode]int{}
+	var fieldDocs [][]string
+	var docs []string
+	for _, it := range items {
+		for _, dc := range []docCode{{it.c1, it.d1}, {it.c2, it.d2}} {
+			if _, ok := atDoc[dc]; !ok {
+				atDoc[dc] = len(fieldDocs)
+				body := retrieve.SplitSignature(dc.code)
+				fieldDocs = append(fieldDocs, []string{dc.doc, dc.code[:body], dc.code[body:]})
+				docs = append(docs, dc.doc)
+			}
+		}
+	}
+	fw := DefaultFields
+	bmf := retrieve.NewBM25F(fieldDocs, []float64{fw.Doc, fw.Sig, fw.Body})
+	scorers["bm25f+doc"] = func(q, code, doc string) float64 {
+		s := []float64{0}
+		bmf.Score(q, []int{atDoc[docCode{code, doc}]}, s)
+		return s[0]
 	}
 	if m != nil {
 		vecs, err := m.EmbedCodes(ctx, codes, nil)
@@ -245,18 +272,29 @@ func contrast(ctx context.Context, items []item, m *dense.Model, rr *rerank.Mode
 		}
 		D := m.Dim()
 		qv := make([]float32, D)
-		scorers["dense"] = func(q, code string) float64 {
-			m.EmbedQuery(qv, q)
-			v := vecs[at[code]*D : (at[code]+1)*D]
-			var dot float64
-			for i := range qv {
-				dot += float64(qv[i]) * float64(v[i])
+		dot := func(a, b []float32) float64 {
+			var s float64
+			for i := range a {
+				s += float64(a[i]) * float64(b[i])
 			}
-			return dot
+			return s
+		}
+		scorers["dense"] = func(q, code, _ string) float64 {
+			m.EmbedQuery(qv, q)
+			return dot(qv, vecs[at[code]*D:(at[code]+1)*D])
+		}
+		docVecs := make([]float32, len(docs)*D)
+		if err := m.EmbedQueriesInto(ctx, docVecs, docs, nil); err != nil {
+			return c, err
+		}
+		scorers["dense+doc"] = func(q, code, doc string) float64 {
+			m.EmbedQuery(qv, q)
+			j := atDoc[docCode{code, doc}]
+			return dot(qv, vecs[at[code]*D:(at[code]+1)*D]) + fw.DocDense*dot(qv, docVecs[j*D:(j+1)*D])
 		}
 	}
 	if rr != nil {
-		scorers["rerank"] = func(q, code string) float64 { return float64(rr.Score(q, code)) }
+		scorers["rerank"] = func(q, code, _ string) float64 { return float64(rr.Score(q, code)) }
 	}
 	for name, score := range scorers {
 		right, ties := 0, 0
@@ -264,7 +302,7 @@ func contrast(ctx context.Context, items []item, m *dense.Model, rr *rerank.Mode
 			if err := ctx.Err(); err != nil {
 				return c, err
 			}
-			a, b := score(it.q1, it.c1), score(it.q2, it.c2)
+			a, b := score(it.q1, it.c1, it.d1), score(it.q2, it.c2, it.d2)
 			switch {
 			case a > b:
 				right++
@@ -320,7 +358,7 @@ func siblings(eval, pool []retrieve.Pair) []item {
 			}
 		}
 		if best >= 0 {
-			out = append(out, item{a.Query, a.Code, a.Query, pool[best].Code})
+			out = append(out, item{a.Query, a.Code, a.Query, pool[best].Code, a.Query, pool[best].Query})
 		}
 	}
 	return out
@@ -347,7 +385,7 @@ func negations(pairs []retrieve.Pair) []item {
 		for _, n := range negatable {
 			if strings.Contains(q, n.from) {
 				neg := strings.TrimSpace(strings.Replace(q, n.from, n.to, 1))
-				out = append(out, item{p.Query, p.Code, neg, p.Code})
+				out = append(out, item{p.Query, p.Code, neg, p.Code, p.Query, p.Query})
 				break
 			}
 		}
@@ -361,7 +399,7 @@ func deprecations(pairs [][2]retrieve.Pair) []item {
 	var out []item
 	for _, p := range pairs {
 		if p[0].Query != "" {
-			out = append(out, item{p[0].Query, p[0].Code, p[0].Query, p[1].Code})
+			out = append(out, item{p[0].Query, p[0].Code, p[0].Query, p[1].Code, p[0].Query, p[1].Query})
 		}
 	}
 	return out

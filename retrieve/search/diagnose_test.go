@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"testing"
 
 	"github.com/attnlab/attnlab/retrieve"
@@ -30,7 +31,32 @@ func TestSiblings(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("%d sibling items, want 1 (strings.Contains and bytes.Contains): %+v", len(got), got)
 	}
-	if it := got[0]; it.q1 != eval[0].Query || it.q2 != eval[0].Query || it.c1 != eval[0].Code || it.c2 != train[0].Code {
-		t.Errorf("item %+v: want strings.Contains's doc, its code against bytes.Contains's", it)
+	if it := got[0]; it.q1 != eval[0].Query || it.q2 != eval[0].Query || it.c1 != eval[0].Code || it.c2 != train[0].Code || it.d1 != eval[0].Query || it.d2 != train[0].Query {
+		t.Errorf("item %+v: want strings.Contains's doc, its code and doc against bytes.Contains's", it)
+	}
+}
+
+// TestContrastWithDocs: two functions whose code is the same up to a name
+// and whose docs differ are told apart by the systems that read the docs
+// (bm25f+doc, dense+doc) and not by BM25 over the code, which ties.
+func TestContrastWithDocs(t *testing.T) {
+	code := "func F(s string) int { return len(s) }"
+	items := []item{
+		{"counts the bytes of a string", code, "counts the bytes of a string", code, "counts the bytes of a string", "reports whether the string is empty"},
+		{"reports whether the string is empty", code, "reports whether the string is empty", code, "reports whether the string is empty", "counts the bytes of a string"},
+	}
+	m := tinyEncoder(t)
+	c, err := contrast(context.Background(), items, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Accuracy["bm25"] != 0 || c.Ties["bm25"] != 1 {
+		t.Errorf("bm25 over the code: accuracy %g, ties %g; want every item a tie", c.Accuracy["bm25"], c.Ties["bm25"])
+	}
+	if c.Accuracy["bm25f+doc"] != 1 {
+		t.Errorf("bm25f+doc: accuracy %g, want 1", c.Accuracy["bm25f+doc"])
+	}
+	if _, ok := c.Accuracy["dense+doc"]; !ok || c.Ties["dense+doc"] != 0 {
+		t.Errorf("dense+doc: %v, ties %g; want it scored without ties", c.Accuracy, c.Ties["dense+doc"])
 	}
 }
