@@ -169,3 +169,6 @@ func (t *Trainer[T]) Resume(dir string) error {
 	t.Cursor.Restore(st.Epoch, st.Next)
 	return nil
 }
+
+// StepsDone returns the optimiser steps taken (Resumable).
+func (t *Trainer[T]) StepsDone() int { return t.Step }

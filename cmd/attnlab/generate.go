@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/models"
@@ -85,17 +84,11 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 		}
 		o.model = dir
 	}
-	m, p, err := loadLM(o.model)
+	lm, err := model.LoadLM[float32](o.model)
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(filepath.Join(o.model, "tokenizer.json"))
-	if err != nil {
-		return err
-	}
-	if tok.VocabSize() != m.Config.VocabSize {
-		return fmt.Errorf("%s: tokenizer has %d tokens, the model %d", o.model, tok.VocabSize(), m.Config.VocabSize)
-	}
+	m, p, tok := lm.Model, lm.Params, lm.Tok
 	prompt := tok.Encode([]byte(o.prompt))
 	eos := tok.Special(tokenizer.EndOfText)
 	gen := model.GenerateOptions{MaxNew: o.n, EOS: eos, Sampling: o.s}

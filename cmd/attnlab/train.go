@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -138,9 +137,4 @@ func runTrain(ctx context.Context, o *train.RunOptions, quiet bool, stdout io.Wr
 	}
 	fmt.Fprintf(stdout, "\ncheckpoint: %s; curves: %s\n", res.Checkpoint, filepath.Join(o.Out, train.CurvesFile))
 	return nil
-}
-
-// loadLM loads a language-model checkpoint, refusing another kind.
-func loadLM(dir string) (*model.Model[float32], *model.Params[float32], error) {
-	return model.LoadLM[float32](dir)
 }

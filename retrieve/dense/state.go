@@ -85,3 +85,6 @@ func (d *Data) fingerprint() string {
 	}
 	return d.print
 }
+
+// StepsDone returns the optimiser steps taken (train.Resumable).
+func (t *Trainer) StepsDone() int { return t.Step }
