@@ -248,7 +248,9 @@ func (w *decodeWork[T]) Run(x int) {
 				maskTile(pl, st[r*nc:], b, r%M, 1, j0, nc)
 			}
 		}
-		onlineSoftmax(st, nil, R, nc, m, l, acc, Dv)
+		if !onlineSoftmax(st, nil, R, nc, m, l, acc, Dv) {
+			continue // every weight of the tile is 0: P V adds nothing
+		}
 		switch {
 		case direct && (kind == tileFull || finite(vTile)):
 			// every row of V finite: a hidden key's 0·v adds an exact zero,

@@ -48,6 +48,7 @@ type flashOptions struct {
 // tileStats counts (query tile, key tile) pairs by how they were computed.
 type tileStats struct {
 	skipped, partial, full atomic.Int64
+	dead                   atomic.Int64 // computed, every weight 0 (expShift): products skipped, per head
 }
 
 func (s *tileStats) count(k tileKind) {
@@ -61,6 +62,13 @@ func (s *tileStats) count(k tileKind) {
 		s.partial.Add(1)
 	default:
 		s.full.Add(1)
+	}
+}
+
+// countDead counts a tile whose weights were all 0 after the exponential.
+func (s *tileStats) countDead() {
+	if s != nil {
+		s.dead.Add(1)
 	}
 }
 
@@ -302,7 +310,16 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 		}
 	}
 	bkv := b*c.Hkv + kvh
-	for kt := range pl.nkt {
+	for x := range pl.nkt {
+		// With ALiBi the key tiles are visited last to first: a causal
+		// row's nearest keys, which the bias weighs most, come first, so
+		// the running maximum is near its final value early and the far
+		// tiles' weights fall below expShift's flush and skip P V. Any
+		// fixed order is the same softmax; this one is fixed too.
+		kt := x
+		if c.Alibi != nil {
+			kt = pl.nkt - 1 - x
+		}
 		kind := pl.classify(b, it.t, kt)
 		f.stats.count(kind)
 		if kind == tileSkip {
@@ -330,7 +347,10 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 				maskTile(pl, s, b, i0, nr, j0, nc)
 			}
 			// pass 2: online softmax, P = exp(S − m) in place of S
-			onlineSoftmax(s, off, nr, nc, m, l, oTile, Dv)
+			if !onlineSoftmax(s, off, nr, nc, m, l, oTile, Dv) {
+				f.stats.countDead()
+				continue // every weight of the tile is 0: P V adds nothing
+			}
 			// pass 3: O += P V
 			if kind == tileFull {
 				gemmNN(oTile, s, vTile, nr, Dv, nc)
@@ -354,7 +374,8 @@ func (f *fwdCall[T]) item(it flashItem, w *fwdScratch[T]) {
 // the output row) was exponentiated against the old maximum and is rescaled
 // by e^(m−m'), so every exponent stays <= 0 and never overflows. A row that
 // sees no key of the tile (all −Inf) gets P = 0 and leaves its state alone.
-func onlineSoftmax[T Float](s, off []T, nr, nc int, m, l, o []T, dv int) {
+// It reports whether any P of the tile is left non-zero (expShift).
+func onlineSoftmax[T Float](s, off []T, nr, nc int, m, l, o []T, dv int) (live bool) {
 	negInf := T(math.Inf(-1))
 	for r := range nr {
 		sr := s[r*nc : r*nc+nc]
@@ -379,8 +400,11 @@ func onlineSoftmax[T Float](s, off []T, nr, nc int, m, l, o []T, dv int) {
 			}
 			m[r] = mt
 		}
-		l[r] += expShift(sr, sr, m[r]-c0)
+		sum, lr := expShift(sr, sr, m[r]-c0)
+		l[r] += sum
+		live = live || lr
 	}
+	return live
 }
 
 // finishRows turns the accumulated rows o (len(l), dv) into the output,
@@ -552,12 +576,20 @@ func (f *bwdCall[T]) item(it flashItem, w *bwdScratch[T]) {
 				if kind == tilePartial {
 					maskTile(pl, p, b, i0, nr, j0, nc)
 				}
+				live := false
 				for r := range nr {
 					shift := lse[r]
 					if off != nil {
 						shift -= off[r]
 					}
-					expShift(p[r*nc:r*nc+nc], p[r*nc:r*nc+nc], shift)
+					_, lr := expShift(p[r*nc:r*nc+nc], p[r*nc:r*nc+nc], shift)
+					live = live || lr
+				}
+				if !live {
+					// P = 0 everywhere: dV gets Pᵀ dO = 0 and dS = P ⊙ … = 0,
+					// so the tile adds nothing to dV, dQ or dK
+					f.stats.countDead()
+					continue
 				}
 				// forward was O = P V, so dV += Pᵀ dO (the content path) …
 				if kind == tileFull {

@@ -277,28 +277,41 @@ func axpy4[T Float](c, a []T, stride int, b []T, n, k int, zero []T) {
 // expShift computes p[j] = exp(s[j] − shift) for a row and returns the sum of
 // the results (vec.ExpShift: the vectorised exponential for float32 rows,
 // math.Exp itself for float64 ones, so that the float64 path, the one every
-// derivative check runs, carries no approximation of its own). A score of
-// −Inf (a hidden key) gives exactly 0.
+// derivative check runs, carries no approximation of its own) and whether
+// any p[j] is left non-zero. A score of −Inf (a hidden key) gives exactly 0.
 //
-// float32 results below the smallest normal number, 2⁻¹²⁶ ≈ 1.2e-38, are
-// flushed to 0, as a GPU kernel's flush-to-zero mode does: such a weight
-// moves no float32 output (they are sums of weights ≤ 1 times values, the
-// row's largest weight being 1), but each denormal operand costs the
-// products that read P and dS a microcode assist. ALiBi makes them common
-// (a slope of 1/2 puts every key more than ~175 positions back below
-// e⁻⁸⁷); unflushed, its backward ran at twice plain attention's time.
-func expShift[T Float](p, s []T, shift T) T {
-	sum := vec.ExpShift(p, s, shift)
-	if vec.Is32[T]() {
-		p = p[:len(s)]
-		for x, e := range p {
-			if e < 0x1p-126 {
-				p[x] = 0
-			}
+// The callers' shift is at least the row's largest score (the running
+// maximum, or the log-sum-exp), so every p[j] is at most 1. float32 results
+// below flushBelow are set to 0, as a GPU kernel's flush-to-zero mode does
+// for denormals: such a weight moves no float32 output or gradient (each is
+// a sum of weights times values whose own rounding is 2⁻²⁴ of the largest
+// term, and the row's largest weight is 1), but denormal operands cost the
+// products that read P and dS a microcode assist each, and a tile with no
+// weight left is skipped by the callers. ALiBi makes such tiles common (a
+// slope of 1/2 puts every key more than ~90 positions back below 2⁻⁶⁴); with
+// only denormals flushed (2⁻¹²⁶) dS = P ⊙ (dP − Δ) still made denormals from
+// the small normal P, and unflushed the ALiBi backward ran at twice plain
+// attention's time. The sum is of the unflushed values (it goes into the
+// log-sum-exp).
+func expShift[T Float](p, s []T, shift T) (sum T, live bool) {
+	sum = vec.ExpShift(p, s, shift)
+	if !vec.Is32[T]() {
+		return sum, sum > 0
+	}
+	p = p[:len(s)]
+	for x, e := range p {
+		if e < flushBelow {
+			p[x] = 0
+		} else {
+			live = true
 		}
 	}
-	return sum
+	return sum, live
 }
+
+// flushBelow is the float32 weight expShift flushes to zero: 2⁻⁶⁴ of the
+// row's largest, forty bits below float32's rounding.
+const flushBelow = 0x1p-64
 
 // finite reports whether x holds no NaN and no infinity.
 func finite[T Float](x []T) bool {

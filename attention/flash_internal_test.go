@@ -334,3 +334,94 @@ func TestEmptyRowAgreesWithTheRule(t *testing.T) {
 	}
 	t.Logf("400 random masks, %d with an empty row; the others match the reference on 4 × 3 tiles", errs)
 }
+
+// TestExpShiftFlush: float32 weights below flushBelow become exact zeros and
+// the row is reported dead only when none is left; the sum is of the
+// unflushed weights. float64 rows are never flushed.
+func TestExpShiftFlush(t *testing.T) {
+	s := []float32{0, -30, -50, float32(math.Inf(-1))} // e⁰, e⁻³⁰ ≈ 9e-14, e⁻⁵⁰ ≈ 2e-22 < 2⁻⁶⁴ ≈ 5e-20
+	p := make([]float32, len(s))
+	sum, live := expShift(p, s, 0)
+	if !live || p[0] != 1 || p[1] == 0 || p[2] != 0 || p[3] != 0 {
+		t.Errorf("expShift(%v) = %v, live %v; want [1 ~9e-14 0 0], live", s, p, live)
+	}
+	if d := math.Abs(float64(sum) - (1 + math.Exp(-30) + math.Exp(-50))); d > 1e-6 {
+		t.Errorf("sum = %v, want 1 + e⁻³⁰ + e⁻⁵⁰", sum)
+	}
+	if _, live := expShift(p, []float32{-50, -60, float32(math.Inf(-1))}, 0); live || p[0] != 0 || p[1] != 0 {
+		t.Errorf("a row of weights below 2⁻⁶⁴: %v, live %v; want zeros, dead", p[:3], live)
+	}
+	p64 := make([]float64, 2)
+	if _, live := expShift(p64, []float64{-50, -800}, 0); !live || p64[0] != math.Exp(-50) || p64[1] != 0 {
+		t.Errorf("float64: %v, live %v; want [e⁻⁵⁰ 0], live", p64, live)
+	}
+}
+
+// TestFlashSkipsDeadTiles: with a steep ALiBi slope the far key tiles of a
+// causal float32 pass have every weight flushed to 0; their products are
+// skipped in both passes (counted), and the outputs and gradients still agree
+// with the float64 pass to float32's rounding. Plain attention has none.
+func TestFlashSkipsDeadTiles(t *testing.T) {
+	const n = 512
+	for _, slope := range []float64{0, 1} {
+		c := Config{B: 1, Hq: 2, Hkv: 1, M: n, N: n, D: 16, Dv: 16, Causal: true}
+		if slope > 0 {
+			c.Alibi = []float64{slope, slope / 64}
+		}
+		r := rand.New(rand.NewPCG(9, 9))
+		in := randomSlices(r, c.Hq*n*c.D, n*c.D, n*c.Dv, c.Hq*n*c.Dv)
+		out64 := flashAll(t, &c, in, nil, nil)
+		in32 := make([][]float32, len(in))
+		for x := range in {
+			in32[x] = make([]float32, len(in[x]))
+			for i, v := range in[x] {
+				in32[x][i] = float32(v)
+			}
+		}
+		var fwd, bwd tileStats
+		out32 := flashAll(t, &c, in32, &fwd, &bwd)
+		dead := [2]int64{fwd.dead.Load(), bwd.dead.Load()}
+		// slope 1 on head 0: a key d positions back weighs about e⁻ᵈ (q·k
+		// moves it by a few units), below 2⁻⁶⁴ ≈ e⁻⁴⁴ from d ≈ 50 on. Key
+		// tile kt is at least 64·(qt − kt) − 63 positions behind query tile
+		// qt, so the tiles two or more behind are dead: 1 + 2 + … + 6 = 21
+		// of the 36 causal pairs of 512/64 = 8 tiles. Head 1 (slope 1/64)
+		// has none.
+		want := [2]int64{21, 21}
+		if slope == 0 {
+			want = [2]int64{0, 0}
+		}
+		if dead != want {
+			t.Errorf("slope %g: dead tiles (forward, backward) = %v, want %v", slope, dead, want)
+		}
+		for x, name := range []string{"o", "dq", "dk", "dv"} {
+			worst := 0.0
+			for i, want := range out64[x] {
+				worst = max(worst, math.Abs(float64(out32[x][i])-want)/(1+math.Abs(want)))
+			}
+			if worst > 1e-5 {
+				t.Errorf("slope %g: %s differs from float64 by %.3g", slope, name, worst)
+			}
+		}
+		t.Logf("slope %g: %d tiles dead in the forward, %d in the backward", slope, dead[0], dead[1])
+	}
+}
+
+func flashAll[T Float](t *testing.T, c *Config, in [][]T, fwd, bwd *tileStats) [4][]float64 {
+	t.Helper()
+	q, k, v, do := in[0], in[1], in[2], in[3]
+	o, lse := make([]T, len(do)), make([]T, c.Hq*c.M)
+	dq, dk, dv := make([]T, len(q)), make([]T, len(k)), make([]T, len(v))
+	if err := flashForward(o, lse, q, k, v, c, flashOptions{stats: fwd}); err != nil {
+		t.Fatal(err)
+	}
+	flashBackward(dq, dk, dv, do, q, k, v, o, lse, c, flashOptions{stats: bwd})
+	var out [4][]float64
+	for x, s := range [][]T{o, dq, dk, dv} {
+		out[x] = make([]float64, len(s))
+		for i, v := range s {
+			out[x][i] = float64(v)
+		}
+	}
+	return out
+}
