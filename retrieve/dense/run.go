@@ -169,7 +169,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	}
 	indexFiles := o.IndexData
 	if len(indexFiles) == 0 {
-		indexFiles = []string{filepath.Join(o.Data, "test.jsonl")}
+		indexFiles = []string{retrieve.SplitFile(o.Data, retrieve.SplitTest)}
 	}
 	s, err := train.OpenSession(train.SessionOptions{Layout: o.Layout(), Resume: o.Resume, Force: o.Force, Kind: model.KindDualEncoder,
 		Inputs: append([]string{o.Data, o.Init}, indexFiles...)}, ev)
@@ -256,10 +256,10 @@ type runData struct {
 func readRunData(o RunOptions, indexFiles []string, ev train.Events) (*runData, error) {
 	var d runData
 	var err error
-	if d.train, err = retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl")); err != nil {
+	if d.train, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitTrain)); err != nil {
 		return nil, err
 	}
-	if d.val, err = retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl")); err != nil {
+	if d.val, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitVal)); err != nil {
 		return nil, err
 	}
 	for _, f := range indexFiles {
@@ -270,13 +270,13 @@ func readRunData(o RunOptions, indexFiles []string, ev train.Events) (*runData, 
 		d.index = append(d.index, ps...)
 	}
 	if len(d.train) < o.Batch {
-		return nil, fmt.Errorf("dense: %s: %d pairs, fewer than a batch of %d", filepath.Join(o.Data, "train.jsonl"), len(d.train), o.Batch)
+		return nil, fmt.Errorf("dense: %s: %d pairs, fewer than a batch of %d", retrieve.SplitFile(o.Data, retrieve.SplitTrain), len(d.train), o.Batch)
 	}
 	if len(d.index) == 0 {
 		return nil, fmt.Errorf("dense: the index files %v hold no pairs: the index would be empty", indexFiles)
 	}
 	if len(d.val) == 0 {
-		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
+		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", retrieve.SplitFile(o.Data, retrieve.SplitVal)))
 	}
 	return &d, nil
 }

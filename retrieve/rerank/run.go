@@ -213,10 +213,10 @@ func (o RunOptions) Layout() train.Layout {
 // readPairs reads the training pairs (a seeded sample of o.TrainPairs of
 // them) and the validation pairs.
 func (o RunOptions) readPairs(ev train.Events) (trainPairs, valPairs []retrieve.Pair, err error) {
-	if trainPairs, err = retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl")); err != nil {
+	if trainPairs, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitTrain)); err != nil {
 		return nil, nil, err
 	}
-	if valPairs, err = retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl")); err != nil {
+	if valPairs, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitVal)); err != nil {
 		return nil, nil, err
 	}
 	if o.TrainPairs > 0 && o.TrainPairs < len(trainPairs) {
@@ -226,10 +226,10 @@ func (o RunOptions) readPairs(ev train.Events) (trainPairs, valPairs []retrieve.
 		ev.Logf("training pairs: a sample of %d (seed %d)", o.TrainPairs, o.Seed)
 	}
 	if len(trainPairs) < o.Groups {
-		return nil, nil, fmt.Errorf("rerank: %s: %d pairs, fewer than %d groups", filepath.Join(o.Data, "train.jsonl"), len(trainPairs), o.Groups)
+		return nil, nil, fmt.Errorf("rerank: %s: %d pairs, fewer than %d groups", retrieve.SplitFile(o.Data, retrieve.SplitTrain), len(trainPairs), o.Groups)
 	}
 	if len(valPairs) == 0 {
-		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
+		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", retrieve.SplitFile(o.Data, retrieve.SplitVal)))
 	}
 	return trainPairs, valPairs, nil
 }
