@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
@@ -105,7 +106,7 @@ func kindOf(dir string, data []byte) (string, error) {
 		Kind string `json:"attnlab_kind"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return "", fmt.Errorf("model: %s: %w", filepath.Join(dir, ConfigFile), err)
+		return "", fmt.Errorf("model: %s: %w", filepath.Join(dir, ConfigFile), jsonerr.Describe(err))
 	}
 	if c.Kind != "" {
 		return c.Kind, nil

@@ -69,7 +69,7 @@ func (o RunOptions) Validate() error {
 	case o.Window < 2:
 		return fmt.Errorf("window %d: want >= 2", o.Window)
 	case o.EvalEvery < 1 || o.SaveEvery < 1:
-		return fmt.Errorf("eval-every %d, ckpt-every %d: want >= 1", o.EvalEvery, o.SaveEvery)
+		return fmt.Errorf("eval-every %d, save-every %d: want >= 1", o.EvalEvery, o.SaveEvery)
 	case !(o.CorpusMB >= 0) || !(o.TokenizerMB >= 0):
 		return fmt.Errorf("corpus-mb %v, tokenizer-mb %v: want >= 0 (0: all)", o.CorpusMB, o.TokenizerMB)
 	case !(o.ValFrac > 0 && o.ValFrac < 1):

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
@@ -150,7 +151,7 @@ func (t *Trainer[T]) Resume(dir string) error {
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("train: resume: %s: %w", StateFile, err)
+		return fmt.Errorf("train: resume: %s: %w", filepath.Join(dir, StateFile), jsonerr.Describe(err))
 	}
 	saved := Saved{File: filepath.Join(dir, StateFile), Step: st.Step, Steps: st.Options.Steps, Epoch: st.Epoch, Next: st.Next,
 		Items: st.Windows, ItemsNow: len(t.Data.Tokens), What: "training windows", Data: st.Data, DataNow: t.dataFingerprint(),

@@ -36,6 +36,7 @@ the prompt's end had been tokenised with what follows.
 
 Example: attnlab generate -prompt "// Reverse returns s with its runes in reverse order." -temp 0 -n 60
          attnlab generate -model run1/checkpoint -prompt "func main() {" -n 80`,
+	streams: true,
 })
 
 type generateOpts struct {

@@ -103,7 +103,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err == nil {
-		err = runC(ctx, pos, stdout)
+		if !c.streams {
+			stop := heartbeat(c.fullName())
+			err = runC(ctx, pos, stdout)
+			stop()
+		} else {
+			err = runC(ctx, pos, stdout)
+		}
 	}
 	return exitStatus(ctx, c, err, stderr)
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -17,9 +18,12 @@ import (
 
 var retrieverEvalCmd = &command{
 	name:  "eval",
-	usage: "-data FILE.jsonl [-model DIR] [-reranker DIR] [-systems LIST] [-json] [-write-index DIR [-force]]",
+	usage: "-data DIR | -pairs FILE.jsonl [-model DIR] [-reranker DIR] [-systems LIST] [-json] [-write-index DIR [-force]]",
 	short: "measure retrieval systems on a file of (query, code) pairs",
-	long: `Retriever eval reads any JSONL file of pairs and, for each system, ranks
+	long: `Retriever eval reads the test split of a folder of retriever data (-data
+DIR: DIR/test.jsonl, as retriever data writes it; -data is a folder in
+every retriever command) or any JSONL file of pairs (-pairs FILE, e.g.
+DIR/val.jsonl) and, for each system, ranks
 all the file's code documents for each query (the gold is the query's own
 document): MRR@10, Recall@1/5/10 and nDCG@10, then the CodeSearchNet
 protocol (the gold among 999 distractors drawn with -seed): CSN MRR, the
@@ -43,10 +47,12 @@ such pairs are dropped with a warning that counts them, the first kept.
 -write-index saves the dense index of the file (for attnlab search); an
 existing folder is refused unless -force, and it may not be an input.
 
-Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker`,
+Example: attnlab retriever eval -data retr -model run/model -reranker run/reranker
+         attnlab retriever eval -pairs retr/val.jsonl -systems bm25,dense`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &search.EvalOptions{}
-		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs (required)")
+		data := fs.String("data", "", "folder of retriever data (retriever data's -out): its test split, DIR/test.jsonl")
+		fs.StringVar(&o.Data, "pairs", "", "JSONL file of query–code pairs, instead of -data")
 		systems := fs.String("systems", "", "comma-separated systems: "+strings.Join(retrieve.SystemNames(), ", ")+" (default: all the models allow)")
 		fs.StringVar(&o.Model, "model", "", "dense encoder: a checkpoint folder (retriever train's OUT/model) or an index folder (default: the shipped encoder; none: BM25 alone)")
 		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
@@ -64,9 +70,10 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			if err := noArgs(args); err != nil {
 				return err
 			}
+			if err := pairsFile(*data, &o.Data); err != nil {
+				return err
+			}
 			switch {
-			case o.Data == "":
-				return usagef("-data is required")
 			case *asJSON && *asMarkdown:
 				return usagef("-json and -markdown: choose one")
 			case o.Candidates < 2 || o.Workers < 0 || o.Workers > retrieve.MaxWorkers || o.Depth < 1:
@@ -105,6 +112,28 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			return runRetrieverEval(ctx, o, format, *quiet, stdout)
 		}
 	},
+}
+
+// pairsFile sets *pairs, the file of -pairs, from -data: the test split
+// of the folder data. A file given as -data (its old meaning) is read as
+// -pairs, with a note.
+func pairsFile(data string, pairs *string) error {
+	switch {
+	case data != "" && *pairs != "":
+		return usagef("-data and -pairs: choose one")
+	case data == "" && *pairs == "":
+		return usagef("-data is required: a folder of retriever data (its test split), or -pairs FILE")
+	case data == "":
+		return nil
+	}
+	fi, err := os.Stat(data)
+	if err == nil && !fi.IsDir() || err != nil && strings.HasSuffix(data, ".jsonl") {
+		deprecated("-data FILE", "-pairs FILE (-data is a folder)")
+		*pairs = data
+		return nil
+	}
+	*pairs = retrieve.SplitFile(data, retrieve.SplitTest)
+	return nil
 }
 
 func runRetrieverEval(ctx context.Context, o *search.EvalOptions, format string, quiet bool, stdout io.Writer) error {

@@ -30,7 +30,7 @@ generated files skipped, unreadable files counted) with the dual encoder of
 -model, ranks by BM25's and the encoder's scores, each rescaled to [0, 1]
 over the candidates and weighed 0.3 and 0.7 (-bm25-weight; -fusion rrf:
 the reciprocal rank fusion of their ranks instead), and re-scores the top
--depth with the reranker of -reranker, ordering them by the first stage's
+-rerank-depth with the reranker of -reranker, ordering them by the first stage's
 and the reranker's scores, rescaled alike and weighed -fuse-weight and the
 rest (-fuse=false: by the reranker alone). Without -model it uses the
 encoder and the reranker
@@ -69,7 +69,8 @@ func init() {
 		fs.StringVar(&o.model, "model", "", "with -src: the dual encoder (retriever train's OUT/model; default: the shipped encoder)")
 		fs.StringVar(&o.reranker, "reranker", "", "with -src: the reranker (retriever rerank's OUT/reranker; shipped: the shipped one; none: no reranking; default: the shipped one without -model, none with it)")
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
-		fs.IntVar(&o.depth, "depth", 5, "with -src and a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
+		fs.IntVar(&o.depth, "rerank-depth", 5, "with -src and a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
+		oldName(fs, "depth", "rerank-depth")
 		fs.BoolVar(&o.fuse, "fuse", true, "with -src and a reranker: order the re-scored candidates by the fusion of their first-stage and reranker scores (-fuse-weight) (false: by the reranker alone)")
 		checkHybrid := hybridFlags(fs, &o.hybrid, &o.fuseWeight)
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
@@ -84,7 +85,7 @@ func init() {
 			case query == "":
 				return usagef("missing query")
 			case o.k < 1 || o.depth < 1:
-				return usagef("-k %d, -depth %d: want >= 1", o.k, o.depth)
+				return usagef("-k %d, -rerank-depth %d: want >= 1", o.k, o.depth)
 			}
 			if err := checkHybrid(); err != nil {
 				return err

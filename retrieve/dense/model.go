@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -236,7 +237,7 @@ func Load(dir string) (*Model, error) {
 	}
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("dense: %s: %w", filepath.Join(dir, SettingsFile), err)
+		return nil, fmt.Errorf("dense: %s: %w", filepath.Join(dir, SettingsFile), jsonerr.Describe(err))
 	}
 	switch {
 	case s.MaxQuery < 1 || s.MaxCode < 1 || Padded(max(s.MaxQuery, s.MaxCode)) > mod.Config.MaxPositionEmbeddings:

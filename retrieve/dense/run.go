@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/attnlab/attnlab/internal/memlimit"
@@ -273,7 +274,7 @@ func readRunData(o RunOptions, indexFiles []string, ev train.Events) (*runData, 
 		return nil, fmt.Errorf("dense: %s: %d pairs, fewer than a batch of %d", retrieve.SplitFile(o.Data, retrieve.SplitTrain), len(d.train), o.Batch)
 	}
 	if len(d.index) == 0 {
-		return nil, fmt.Errorf("dense: the index files %v hold no pairs: the index would be empty", indexFiles)
+		return nil, fmt.Errorf("dense: the index files %s hold no pairs: the index would be empty", strings.Join(indexFiles, ", "))
 	}
 	if len(d.val) == 0 {
 		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", retrieve.SplitFile(o.Data, retrieve.SplitVal)))
@@ -358,9 +359,9 @@ func validate(ctx context.Context, m *Model, val []retrieve.Pair, ev train.Event
 	for i, p := range val {
 		queries[i], codes[i] = p.Query, p.Code
 	}
-	if dense, err = retrieve.Evaluate(ctx, valIndex.Ranker(), queries, len(codes), retrieve.EvalOptions{}); err != nil {
+	if dense, err = retrieve.Evaluate(ctx, valIndex.Ranker(), queries, len(codes), retrieve.EvalOptions{Progress: ev.Count("validating dense", len(queries))}); err != nil {
 		return dense, bm25, err
 	}
-	bm25, err = retrieve.Evaluate(ctx, retrieve.NewBM25(codes), queries, len(codes), retrieve.EvalOptions{})
+	bm25, err = retrieve.Evaluate(ctx, retrieve.NewBM25(codes), queries, len(codes), retrieve.EvalOptions{Progress: ev.Count("validating bm25", len(queries))})
 	return dense, bm25, err
 }

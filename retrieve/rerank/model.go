@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
@@ -456,7 +457,7 @@ func Load(dir string) (*Model, error) {
 	}
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, SettingsFile), err)
+		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, SettingsFile), jsonerr.Describe(err))
 	}
 	mod, p, err := model.LoadKind[float32](dir, model.KindReranker)
 	if err != nil {

@@ -64,7 +64,7 @@ func (o RunOptions) Validate() error {
 	case o.SaveEvery < 0 || o.TrainPairs < 0:
 		return fmt.Errorf("save-every %d, train-pairs %d: want >= 0", o.SaveEvery, o.TrainPairs)
 	case o.Steps < 1 || o.Groups < 1 || o.Candidates < 2 || o.Warmup < 0 || o.Depth < 1:
-		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, depth %d: want steps, groups and depth >= 1, candidates >= 2, warmup >= 0",
+		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, rerank-depth %d: want steps, groups and rerank-depth >= 1, candidates >= 2, warmup >= 0",
 			o.Steps, o.Groups, o.Candidates, o.Warmup, o.Depth)
 	case o.MaxQuery < 1 || o.MaxCode < 1:
 		return fmt.Errorf("max-query %d, max-code %d: want >= 1", o.MaxQuery, o.MaxCode)
@@ -85,7 +85,7 @@ func (o RunOptions) Validate() error {
 	}{
 		{"groups", o.Groups, dense.MaxCount}, {"candidates", o.Candidates, dense.MaxCount}, {"bm25-negatives", o.BM25Negs, dense.MaxCount},
 		{"dense-negatives", o.DenseNegs, dense.MaxCount}, {"random-negatives", o.RandomNegs, dense.MaxCount},
-		{"mine-depth", o.MineDepth, dense.MaxCount}, {"depth", o.Depth, dense.MaxCount},
+		{"mine-depth", o.MineDepth, dense.MaxCount}, {"rerank-depth", o.Depth, dense.MaxCount},
 		{"max-query", o.MaxQuery, model.MaxPositions}, {"max-code", o.MaxCode, model.MaxPositions}, {"cross-layers", o.Cross, model.MaxLayers},
 	} {
 		if f.v > f.max {
@@ -342,7 +342,8 @@ func (o RunOptions) validate(ctx context.Context, m *Model, dm *dense.Model, val
 		if err != nil {
 			return names, mrr, err
 		}
-		mt, err := retrieve.Evaluate(ctx, r.Ranker, sys.Queries, len(sys.Codes), retrieve.EvalOptions{NoCSN: true})
+		mt, err := retrieve.Evaluate(ctx, r.Ranker, sys.Queries, len(sys.Codes),
+			retrieve.EvalOptions{NoCSN: true, Progress: ev.Count("validating "+name, len(sys.Queries))})
 		if err != nil {
 			return names, mrr, err
 		}
