@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
-	"github.com/attnlab/attnlab/retrieve"
 )
 
 // InfoNCEOps is the contrastive head of a dual encoder in precision T, as
@@ -34,7 +34,7 @@ func infonceOps[T nn.Float]() InfoNCEOps[T] {
 		PoolForward: nn.MeanPool[T].Forward, PoolBackward: nn.MeanPool[T].Backward,
 		NormForward: nn.L2Norm[T].Forward, NormBackward: nn.L2Norm[T].Backward,
 		Forward: nn.InfoNCE[T].Forward, Backward: nn.InfoNCE[T].Backward,
-		Mask: retrieve.DuplicateMask,
+		Mask: nn.DuplicateMask,
 	}
 }
 
@@ -163,7 +163,7 @@ func (h headCase) withMask(pairs ...[2]int) headCase {
 }
 
 func infonceCase[T nn.Float](ops InfoNCEOps[T], h headCase) Case[T] {
-	xq, xd, tau := cast[T](h.xq), cast[T](h.xd), []T{T(h.tau)}
+	xq, xd, tau := vec.Convert[T](h.xq), vec.Convert[T](h.xd), []T{T(h.tau)}
 	return Case[T]{
 		Name:   h.name(),
 		Inputs: []Input[T]{{"xq", xq}, {"xd", xd}, {"τ", tau}},

@@ -43,12 +43,7 @@ func (m *Model[T]) Save(dir string, p *Params[T], extra map[string][]byte) error
 	f := safetensors.New()
 	f.Metadata = map[string]string{"format": "pt"}
 	for _, t := range m.Tensors(p) {
-		switch d := any(t.Data).(type) {
-		case []float32:
-			f.SetF32(t.Name, t.Shape, d)
-		case []float64:
-			f.SetF64(t.Name, t.Shape, d)
-		}
+		safetensors.Set(f, t.Name, t.Shape, t.Data)
 	}
 	weights, err := f.MarshalBinary()
 	if err != nil {
@@ -244,9 +239,7 @@ func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 		if !slices.Equal(shape, t.Shape) {
 			return fmt.Errorf("tensor %q has shape %v, the config implies %v", t.Name, shape, t.Shape)
 		}
-		for i, v := range x {
-			t.Data[i] = T(v)
-		}
+		copy(t.Data, vec.Convert[T](x))
 		if i := vec.NonFinite(t.Data); i >= 0 {
 			return nonFinite(t.Name, t.Shape, i, float64(t.Data[i]), x[i])
 		}

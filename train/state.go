@@ -83,12 +83,7 @@ func MarshalMoments[T nn.Float](opt *AdamW[T], params []Param[T]) ([]byte, error
 			if data == nil {
 				data = make([]T, len(p.X))
 			}
-			switch d := any(data).(type) {
-			case []float32:
-				f.SetF32(kv.prefix+p.Name, []int{len(d)}, d)
-			case []float64:
-				f.SetF64(kv.prefix+p.Name, []int{len(d)}, d)
-			}
+			safetensors.Set(f, kv.prefix+p.Name, []int{len(data)}, data)
 		}
 	}
 	return f.MarshalBinary()
@@ -114,16 +109,12 @@ func ReadMoments[T nn.Float](opt *AdamW[T], params []Param[T], path string) erro
 			prefix string
 			dst    map[string][]T
 		}{{"m.", m}, {"v.", v}} {
-			x, shape, err := f.Float64(kv.prefix + p.Name)
+			w, shape, err := safetensors.Get[T](f, kv.prefix+p.Name)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			if !slices.Equal(shape, []int{len(p.X)}) {
 				return fmt.Errorf("%s: tensor %q has shape %v, want [%d]", name, kv.prefix+p.Name, shape, len(p.X))
-			}
-			w := make([]T, len(x))
-			for i, e := range x {
-				w[i] = T(e)
 			}
 			if i := vec.NonFinite(w); i >= 0 {
 				return fmt.Errorf("%s: tensor %q: element %d is %v; the optimiser's moments must be finite", name, kv.prefix+p.Name, i, w[i])

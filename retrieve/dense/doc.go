@@ -26,7 +26,7 @@
 // a negative for it, except known false negatives: documents whose code
 // equals the positive's up to white space, and the positives of other
 // queries with the same text. Those are masked out of the softmax
-// (retrieve.DuplicateMask). The loss is nn.InfoNCE at a fixed
+// (nn.DuplicateMask). The loss is nn.InfoNCE at a fixed
 // temperature (0.05 by default) or a learned one, optimised with AdamW
 // under warmup and cosine decay.
 //

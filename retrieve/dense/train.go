@@ -262,7 +262,7 @@ func (t *Trainer) TrainStepContext(ctx context.Context) (StepResult, error) {
 	// False negatives: copies of a positive's code, and the positives of
 	// other queries with the same text.
 	mask := make([]bool, B*N)
-	retrieve.DuplicateMask(mask, keys, B)
+	nn.DuplicateMask(mask, keys, B)
 	for i := range B {
 		for j := range B {
 			if j != i && t.Data.QueryText[idx[i]] == t.Data.QueryText[idx[j]] {
