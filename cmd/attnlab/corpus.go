@@ -28,20 +28,23 @@ Example: attnlab corpus fetch -out ~/.cache/attnlab/corpus && attnlab corpus sta
 
 var corpusFetchCmd = &command{
 	name:  "fetch",
-	usage: "-list FILE -out DIR",
+	usage: "[-list FILE] -out DIR",
 	short: "download and unpack the listed Debian Go packages (resumable)",
 	long: `Corpus fetch downloads each package of -list (Debian package names, one a
-line, '#' comments) with apt-get download and unpacks it with dpkg -x into
+line, '#' comments; by default corpus/debian-go-packages.txt of the
+repository, built into the binary: the 300 packages the shipped models were
+trained from) with apt-get download and unpacks it with dpkg -x into
 -out/pkgs/NAME, recording it in -out/manifest.json. It is resumable and
 idempotent: packages already unpacked are skipped, an interrupted fetch
 leaves no half package, and a package apt cannot fetch is named in the
 summary without stopping the others. Run apt-get update first when apt
 does not know the packages.
 
-Example: attnlab corpus fetch -list debian-go-packages.txt -out ~/.cache/attnlab/corpus`,
+Example: attnlab corpus fetch -out ~/.cache/attnlab/corpus
+         attnlab corpus fetch -list my-packages.txt -out corpus`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &corpusOpts{}
-		fs.StringVar(&o.list, "list", "", "file of Debian package names, one a line (required)")
+		fs.StringVar(&o.list, "list", "", "file of Debian package names, one a line (default: corpus/"+corpus.ListFile+", the shipped models' list, built in)")
 		fs.StringVar(&o.out, "out", "", "corpus folder: created, or completed when it exists (required)")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
@@ -93,12 +96,15 @@ type corpusOpts struct {
 }
 
 func runCorpusFetch(ctx context.Context, o *corpusOpts, stdout io.Writer) error {
-	if o.list == "" || o.out == "" {
-		return usageError{"-list and -out are required"}
+	if o.out == "" {
+		return usageError{"-out is required"}
 	}
-	names, err := corpus.ReadList(o.list)
-	if err != nil {
-		return err
+	names := corpus.DefaultList()
+	if o.list != "" {
+		var err error
+		if names, err = corpus.ReadList(o.list); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	var bar *progress

@@ -110,7 +110,8 @@ func TestCorpusBadInput(t *testing.T) {
 	}{
 		{[]string{"corpus"}, 2, "missing subcommand"},
 		{[]string{"corpus", "get"}, 2, `unknown subcommand "get"`},
-		{[]string{"corpus", "fetch", "-out", tmp}, 2, "-list and -out are required"},
+		{[]string{"corpus", "fetch"}, 2, "-out is required"},
+		{[]string{"corpus", "fetch", "-out", tmp}, 1, "not a corpus folder"}, // the built-in list, refused as -list good is
 		{[]string{"corpus", "fetch", "-list", good, "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"corpus", "fetch", "-list", filepath.Join(tmp, "missing.txt"), "-out", tmp}, 1, "missing.txt: no such file"},
 		{[]string{"corpus", "fetch", "-list", empty, "-out", tmp}, 1, "empty.txt lists no package"},
