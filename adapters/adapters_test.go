@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/attnlab/attnlab/adapters"
 	"github.com/attnlab/attnlab/conform"
 )
 
@@ -43,15 +44,33 @@ var torchMissing = sync.OnceValue(func() string {
 	return ""
 })
 
-// ortMissing is why the ONNX Runtime adapter cannot run, or "".
-var ortMissing = sync.OnceValue(func() string {
+// npmMissing is why the Node adapters needing the npm package pkg (as
+// adapters/node/package.json names it) cannot run, or "" (asked once per
+// package).
+func npmMissing(pkg string) string {
+	npmMu.Lock()
+	defer npmMu.Unlock()
+	why, ok := npmAsked[pkg]
+	if !ok {
+		why = npmLoads(pkg)
+		npmAsked[pkg] = why
+	}
+	return why
+}
+
+var (
+	npmMu    sync.Mutex
+	npmAsked = map[string]string{}
+)
+
+func npmLoads(pkg string) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		return "node is not installed"
 	}
-	if _, err := os.Stat(filepath.Join("node", "node_modules", "onnxruntime-node")); err != nil {
-		return "adapters/node/node_modules/onnxruntime-node is missing: run (cd adapters/node && npm install --ignore-scripts)"
+	if _, err := os.Stat(filepath.Join("node", "node_modules", filepath.FromSlash(pkg), "package.json")); err != nil {
+		return "adapters/node/node_modules/" + pkg + " is missing: run (cd adapters/node && npm install --ignore-scripts)"
 	}
-	cmd := exec.Command("node", "-e", `require("onnxruntime-node")`)
+	cmd := exec.Command("node", "-e", fmt.Sprintf("require(%q)", pkg))
 	cmd.Dir = "node"
 	if out, err := cmd.CombinedOutput(); err != nil {
 		msg := err.Error()
@@ -61,10 +80,13 @@ var ortMissing = sync.OnceValue(func() string {
 				break
 			}
 		}
-		return "onnxruntime-node does not load: " + msg
+		return pkg + " does not load: " + msg
 	}
 	return ""
-})
+}
+
+// ortMissing is why the ONNX Runtime adapter cannot run, or "".
+func ortMissing() string { return npmMissing("onnxruntime-node") }
 
 func needTorch(t testing.TB) {
 	t.Helper()
@@ -75,8 +97,15 @@ func needTorch(t testing.TB) {
 
 func needORT(t testing.TB) {
 	t.Helper()
-	if why := ortMissing(); why != "" {
-		t.Skip("ONNX Runtime adapter skipped: " + why)
+	needNPM(t, "onnxruntime-node")
+}
+
+// needNPM skips a test of a Node adapter whose npm package pkg is not
+// installed in adapters/node.
+func needNPM(t testing.TB, pkg string) {
+	t.Helper()
+	if why := npmMissing(pkg); why != "" {
+		t.Skipf("Node adapter (%s) skipped: %s", pkg, why)
 	}
 }
 
@@ -88,19 +117,23 @@ func pythonAdapter(script string) string {
 	return python + " " + abs
 }
 
-func nodeAdapter(op string) string {
-	abs, err := filepath.Abs(filepath.Join("node", "ort_attention.js"))
+func nodeAdapter(op string) string { return nodeScript("ort_attention.js", op) }
+
+// nodeScript is the command running adapters/node/script with args.
+func nodeScript(script, args string) string {
+	abs, err := filepath.Abs(filepath.Join("node", script))
 	if err != nil {
 		panic(err)
 	}
-	return "node " + abs + " " + op
+	return strings.TrimSpace("node " + abs + " " + args)
 }
 
-// start starts an adapter for the test and closes it at the end, checking
-// that it exits 0 when its input is closed.
+// start starts an adapter for the test, a command line or a shipped
+// adapter's name, and closes it at the end, checking that it exits 0 when
+// its input is closed.
 func start(t testing.TB, command string) *conform.Adapter {
 	t.Helper()
-	a, err := conform.Start(context.Background(), command, 2*time.Minute)
+	a, err := adapters.Start(context.Background(), command, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,16 +14,38 @@ import (
 
 // shippedNames are the names attnlab conform -exec takes, as the README
 // lists them.
-var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa"}
+var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa",
+	"torchtext-sdp", "gomlx-mha", "gomlx-masked-softmax", "spago",
+	"ort-mha", "ort-mha-no-cache", "ort-attention-1.24", "ort-attention-1.27",
+	"ort-web-attention", "ort-web-attention-no-cache", "ort-web-gqa", "ort-web-mha", "ort-web-mha-no-cache", "tfjs-mha",
+	"ggml-flash-attn", "ggml-softmax", "ggml-ollama-mask"}
 
 func TestList(t *testing.T) {
 	var names []string
 	for _, s := range adapters.List() {
 		names = append(names, s.Name)
-		if s.Runs == "" || !strings.HasPrefix(s.Command(), adapters.Python+" adapters/python/") && !strings.HasPrefix(s.Command(), "node adapters/node/") {
-			t.Errorf("%s: runs %q, command %q", s.Name, s.Runs, s.Command())
+		if strings.HasPrefix(s.Name, "ggml-") {
+			// a program of adapters/ggml, built where GGMLDir says
+			if want := filepath.Join(adapters.GGMLDir(), "ggml-conform"); s.Runs == "" || !strings.Contains(s.Command(), filepath.Base(adapters.GGMLDir())+"/ggml-conform -flash=") {
+				t.Errorf("%s: runs %q, command %q, want %s", s.Name, s.Runs, s.Command(), want)
+			}
+			if _, err := os.Stat(filepath.Join("ggml", "cmd", "ggml-conform", "main.go")); err != nil {
+				t.Errorf("%s: its source is not in the repository: %v", s.Name, err)
+			}
+			continue
 		}
-		if _, err := os.Stat(strings.Fields(s.Command())[1][len("adapters/"):]); err != nil {
+		cmd := s.Command()
+		script := strings.Fields(cmd)[1]
+		if strings.HasPrefix(cmd, "go -C adapters/") {
+			// a Go module of its own, run with go run in its folder
+			script = strings.Fields(cmd)[2] + "/go.mod"
+		} else if !strings.HasPrefix(cmd, adapters.Python+" adapters/python/") && !strings.HasPrefix(cmd, "node adapters/node/") {
+			t.Errorf("%s: command %q", s.Name, cmd)
+		}
+		if s.Runs == "" {
+			t.Errorf("%s: runs nothing", s.Name)
+		}
+		if _, err := os.Stat(script[len("adapters/"):]); err != nil {
 			t.Errorf("%s: its script is not in the repository: %v", s.Name, err)
 		}
 	}
@@ -49,7 +71,29 @@ func TestResolveEveryName(t *testing.T) {
 			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
+		if strings.HasPrefix(s.Name, "ggml-") {
+			file, _ := adapters.GGMLProgram("ggml-conform")
+			if p.Name != s.Name || p.Argv[0] != file || len(p.Argv) < 2 || !strings.HasPrefix(p.Argv[1], "-flash=") {
+				t.Errorf("%s: program %q %q, want %s -flash=…", s.Name, p.Name, p.Argv, file)
+			}
+			continue
+		}
 		words := strings.Fields(s.Command())
+		if words[0] == "go" {
+			// built from its module into a private folder
+			dir := filepath.Dir(p.Argv[0])
+			if fi, err := os.Stat(p.Argv[0]); err != nil || fi.Mode()&0o100 == 0 || p.Name != s.Name || !slices.Equal(p.Argv[1:], words[5:]) {
+				t.Errorf("%s: program %q %q (%v)", s.Name, p.Name, p.Argv, err)
+			}
+			if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("%s: folder %s: %v, want a private one", s.Name, dir, err)
+			}
+			p.Cleanup()
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s: cleanup left %s (%v)", s.Name, dir, err)
+			}
+			continue
+		}
 		want := filepath.Join("python", filepath.Base(words[1]))
 		interp := adapters.Python
 		if strings.HasPrefix(words[1], "adapters/node/") {
@@ -70,10 +114,9 @@ func TestResolveEveryName(t *testing.T) {
 		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: folder %s: %v %v, want a private one", s.Name, dir, fi.Mode(), err)
 		}
-		if interp == adapters.Python {
-			if _, err := os.Stat(filepath.Join(dir, "conform_io.py")); err != nil {
-				t.Errorf("%s: conform_io.py is not beside it: %v", s.Name, err)
-			}
+		io := map[string]string{adapters.Python: "conform_io.py", "node": "conform_io.js"}[interp]
+		if _, err := os.Stat(filepath.Join(dir, io)); err != nil {
+			t.Errorf("%s: %s is not beside it: %v", s.Name, io, err)
 		}
 		p.Cleanup()
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -102,17 +145,38 @@ func TestORTMissingSaysWhatToInstall(t *testing.T) {
 	}
 }
 
+// TestGGMLMissingSaysHowToBuild: with adapters/ggml's programs not built
+// where attnlab looks, the ggml adapters say how to build them, and
+// resolving one is an error naming it.
+func TestGGMLMissingSaysHowToBuild(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("ATTNLAB_GGML", dir)
+	if got := adapters.GGMLDir(); got != dir {
+		t.Errorf("GGMLDir %q, want $ATTNLAB_GGML %q", got, dir)
+	}
+	s, _ := adapters.Lookup("ggml-flash-attn")
+	why := s.Missing()
+	if !strings.Contains(why, adapters.GGMLBuild) || !strings.Contains(why, "install") || !strings.Contains(why, dir) {
+		t.Errorf("missing: %q, want where it looked and %s", why, adapters.GGMLBuild)
+	}
+	if _, err := adapters.Resolve("ggml-softmax"); err == nil || !strings.Contains(err.Error(), "ggml-softmax") || !strings.Contains(err.Error(), adapters.GGMLBuild) {
+		t.Errorf("resolve: %v, want an error naming it and how to build it", err)
+	}
+}
+
 // TestShippedFromAnotherFolder: the shipped adapters run by name from a
 // folder that is not the repository (as from a go install'ed binary),
 // answer a request and exit 0; onnxruntime-node is found in the user's
-// cache folder. Every script runs (torch_mha and the variants that only add
-// arguments are left out: PyTorch starts in 3-4 s each, and
-// TestResolveEveryName checks their programs).
+// cache folder. Every script runs, and every npm package it is found in
+// (torch_mha and the variants that only add arguments are left out: PyTorch
+// starts in 3-4 s each, onnxruntime-web in 5, and TestResolveEveryName
+// checks their programs).
 func TestShippedFromAnotherFolder(t *testing.T) {
 	// onnxruntime-node where an installed attnlab looks for it (the user's
 	// cache folder), and not in NODE_PATH: node finds it only if Resolve
 	// tells it where
 	t.Setenv("NODE_PATH", "")
+	t.Setenv("ATTNLAB_GGML", adapters.GGMLDir()) // where adapters/ggml's programs are, before the cache folder moves
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
 	if modules, err := filepath.Abs(filepath.Join("node", "node_modules")); err == nil {
@@ -125,7 +189,10 @@ func TestShippedFromAnotherFolder(t *testing.T) {
 	}
 	t.Chdir(t.TempDir())
 	for _, s := range adapters.List() {
-		if s.Name == "torch-composite-plain" || s.Name == "torch-mha" || s.Name == "ort-attention-no-cache" {
+		// variants that only add arguments to a script (and npm package
+		// or program) that another name runs
+		if slices.Contains([]string{"torch-composite-plain", "torch-mha", "ort-attention-no-cache", "ort-mha", "ort-mha-no-cache",
+			"ort-web-attention-no-cache", "ort-web-gqa", "ort-web-mha", "ort-web-mha-no-cache", "ggml-softmax", "ggml-ollama-mask"}, s.Name) {
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) {

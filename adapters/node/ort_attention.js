@@ -1,17 +1,29 @@
 #!/usr/bin/env node
-// attnlab conform adapter for ONNX Runtime (onnxruntime-node, CPU):
+// attnlab conform adapter for ONNX Runtime's attention ops, on
+// onnxruntime-node (native, CPU) or onnxruntime-web (WASM, run by Node):
 //
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention"
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention --opset 23"
 //   attnlab conform -exec "node adapters/node/ort_attention.js attention --no-cache"
-//   attnlab conform -exec "node adapters/node/ort_attention.js gqa"
+//   attnlab conform -exec "node adapters/node/ort_attention.js attention --nonpad"
+//   attnlab conform -exec "node adapters/node/ort_attention.js attention --ort 1.24"
+//   attnlab conform -exec "node adapters/node/ort_attention.js gqa --wasm"
+//   attnlab conform -exec "node adapters/node/ort_attention.js mha [--no-cache]"
 //
-// It speaks the protocol of docs/conform-protocol.md on its standard input
-// and output (frames: uint64 little-endian length | one safetensors file) and
-// logs on standard error only. For every request shape it builds a one-node
-// ONNX model itself (the ModelProto is encoded by hand below: there is no
-// Python onnx package here and none is needed), opens an InferenceSession on
-// it once and keeps it for later requests of the same shape.
+// It speaks the protocol of docs/conform-protocol.md (conform_io.js). For
+// every request shape it builds a one-node ONNX model itself (the
+// ModelProto is encoded by hand below: there is no Python onnx package here
+// and none is needed), opens an InferenceSession on it once and keeps it
+// for later requests of the same shape.
+//
+// The runtime: onnxruntime-node 1.30 by default; --ort 1.27 and --ort 1.24
+// run onnxruntime-node 1.27.0 and 1.24.3, installed beside it under the npm
+// aliases onnxruntime-node-1.27 and onnxruntime-node-1.24 (package.json);
+// --wasm runs onnxruntime-web 1.30 (its WebAssembly CPU build, one thread).
+// One process loads one runtime: the versions' native libraries share the
+// soname libonnxruntime.so.1, so a second one fails to load ("version
+// `VERS_1.24.3' not found"), and the ONNX Runtime packages register their
+// backends with one onnxruntime-common.
 //
 // attention: the standard ONNX `Attention` op (opset 24 by default, 23 with
 //   --opset 23). Q [B,Hq,M,D], K [B,Hkv,L,D], V [B,Hkv,L,Dv] in attnlab's own
@@ -21,7 +33,10 @@
 //   M >= N, all N keys are the new K and V and there is no past input). With
 //   --no-cache the keys always go in as K and V, never as past: the op's
 //   convention for a query sequence shorter than the key sequence without a
-//   cache, which is another code path than the cache's. A
+//   cache, which is another code path than the cache's. --nonpad is
+//   --no-cache with nonpad_kv_seqlen = N for every batch item (opset 24):
+//   the spec's input for a cache kept outside the op, K and V then being
+//   the whole cache. A
 //   "bool" mask [B,M,N] becomes the op's boolean attn_mask [B,1,M,N], whose
 //   convention (True = may attend) is attnlab's; is_causal is then 0.
 //   Forward only, float32 (the CPU kernel has float and float16), GQA
@@ -47,84 +62,59 @@
 //   without a cache is never sent to it: the keys before the chunk always go
 //   in as past. Forward only, float32, GQA.
 //
+// mha: the com.microsoft `MultiHeadAttention` op: query [B,M,H*D], key
+//   [B,L,H*D] and value [B,L,H*Dv] (BSD), past_key and past_value
+//   [B,H,past,D] / [B,H,past,Dv] (BNSH) split at past = N - M as for
+//   attention (every key as key/value with --no-cache, or when M >= N),
+//   attributes num_heads, unidirectional (1 for a causal request) and scale.
+//   A "bool" mask [B,M,N] becomes the op's key_padding_mask in its 3-D form
+//   (batch, sequence_length, total_sequence_length), int32 1 = may attend;
+//   the op turns 0 into its mask_filter_value (default -10000) added to the
+//   score, which is its own masking and is left at its default. With a
+//   cache it always lists present_key and present_value as outputs, and,
+//   as the CPU kernel wants past_value's head size to be past_key's, it
+//   zero-pads Q, K and V to max(D, Dv) columns when Dv != D (scores
+//   unchanged; the output is cut back to Dv; without a request scale it
+//   passes 1/sqrt(D), the op's default at the request's head size).
+//   Forward only, float32, one K/V head per query head (no GQA), explicit
+//   scale.
+//
 // Where the causal diagonal sits when M != N, and what a row that sees no
 // key returns, are the ops' own behaviour: this adapter does not correct
 // them (finding them is attnlab conform's job).
 
 'use strict';
 
-const path = require('path');
+const io = require('./conform_io.js');
 
-// Nothing but frames may reach standard output: console output goes to
-// standard error.
-console.log = console.info = console.debug = console.warn = console.error;
+// ------------------------------------------------------------ runtimes
 
-const ort = require('onnxruntime-node');
-
-const PROTOCOL = 'attnlab-conform/1';
-
-function log(msg) {
-  process.stderr.write('ort_attention: ' + msg + '\n');
-}
-
-// ------------------------------------------------------------ safetensors
-
-const DTYPES = {
-  F32: { size: 4, array: Float32Array },
-  F64: { size: 8, array: Float64Array },
-  I64: { size: 8, array: BigInt64Array },
+// RUNTIMES are the ONNX Runtime packages the adapter runs on, by the value
+// of --ort (native) or "wasm", each under its npm name in package.json.
+const RUNTIMES = {
+  '1.30': { pkg: 'onnxruntime-node', wasm: false },
+  '1.27': { pkg: 'onnxruntime-node-1.27', wasm: false },
+  '1.24': { pkg: 'onnxruntime-node-1.24', wasm: false },
+  wasm: { pkg: 'onnxruntime-web', wasm: true },
 };
 
-// decode returns {tensors: {name: {dtype, shape, data}}, meta} of one
-// safetensors file (a Buffer). data is a typed array of its own (copied, so
-// that it is aligned).
-function decode(buf) {
-  if (buf.length < 8) throw new Error(`a safetensors file of ${buf.length} bytes`);
-  const n = Number(buf.readBigUInt64LE(0));
-  if (n > buf.length - 8) throw new Error(`header length ${n} exceeds the file (${buf.length} bytes)`);
-  const header = JSON.parse(buf.toString('utf8', 8, 8 + n));
-  const meta = header.__metadata__ || {};
-  delete header.__metadata__;
-  const data = buf.subarray(8 + n);
-  const tensors = {};
-  let covered = 0;
-  for (const [name, e] of Object.entries(header)) {
-    const dt = DTYPES[e.dtype];
-    if (!dt) throw new Error(`tensor ${name}: dtype ${e.dtype} (want F32, F64 or I64)`);
-    const count = e.shape.reduce((a, b) => a * b, 1);
-    const [begin, end] = e.data_offsets;
-    if (begin < 0 || end > data.length || end - begin !== count * dt.size) {
-      throw new Error(`tensor ${name}: data_offsets [${begin}, ${end}] do not hold shape [${e.shape}] of ${e.dtype}`);
-    }
-    const bytes = new Uint8Array(end - begin);
-    bytes.set(data.subarray(begin, end));
-    tensors[name] = { dtype: e.dtype, shape: e.shape, data: new dt.array(bytes.buffer) };
-    covered += end - begin;
+// runtime loads one runtime: {ort, label, options}, label naming the
+// package, its version and where it computes ("onnxruntime-node 1.24.3
+// CPU"), options the session options (one thread, errors only in the log).
+function runtime(which) {
+  const spec = RUNTIMES[which];
+  if (!spec) throw new Error(`runtime ${which}: want one of ${Object.keys(RUNTIMES).join(', ')}`);
+  const ort = require(spec.pkg);
+  if (spec.wasm) {
+    ort.env.wasm.numThreads = 1; // no worker threads: one process, one core, as native
+    ort.env.wasm.proxy = false;
+    ort.env.logLevel = 'error';
+    return { ort, label: `onnxruntime-web ${ort.env.versions.web} WASM`, options: { executionProviders: ['wasm'], logSeverityLevel: 3 } };
   }
-  if (covered !== data.length) throw new Error(`the tensors cover ${covered} of the ${data.length} data bytes`);
-  return { tensors, meta };
+  return { ort, label: `onnxruntime-node ${ort.env.versions.node} CPU`, options: SESSION_OPTIONS };
 }
 
-// encode returns the safetensors file of {name: {dtype, shape, data}} and
-// string metadata, as a Buffer.
-function encode(tensors, meta) {
-  const header = {};
-  const blobs = [];
-  let offset = 0;
-  for (const name of Object.keys(tensors).sort()) {
-    const t = tensors[name];
-    const b = Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + b.length] };
-    blobs.push(b);
-    offset += b.length;
-  }
-  header.__metadata__ = meta;
-  let h = Buffer.from(JSON.stringify(header), 'utf8');
-  if (h.length % 8) h = Buffer.concat([h, Buffer.alloc(8 - (h.length % 8), 0x20)]);
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(h.length));
-  return Buffer.concat([len, h, ...blobs]);
-}
+const SESSION_OPTIONS = { intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 3 };
 
 // ------------------------------------------------------------ protobuf
 
@@ -173,7 +163,7 @@ class Proto {
 }
 
 // ONNX field numbers (onnx/onnx.proto3) and enum values used below.
-const ELEM = { float: 1, int32: 6, bool: 9 }; // TensorProto.DataType
+const ELEM = { float: 1, int32: 6, int64: 7, bool: 9 }; // TensorProto.DataType
 const ATTR_FLOAT = 1;
 const ATTR_INT = 2; // AttributeProto.AttributeType
 
@@ -222,12 +212,11 @@ function oneNodeModel({ opType, domain, inputs, outputs, attrs, opsets }) {
 
 // ------------------------------------------------------------ sessions
 
-const SESSION_OPTIONS = { intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 3 };
-
 // Sessions are kept by the model's key; conform sends many requests of
 // one shape, so a session is built once per shape.
 class Sessions {
-  constructor(limit) {
+  constructor(rt, limit) {
+    this.rt = rt;
     this.limit = limit;
     this.map = new Map();
   }
@@ -238,7 +227,7 @@ class Sessions {
       this.map.set(key, s); // most recently used last
       return s;
     }
-    s = await ort.InferenceSession.create(build(), SESSION_OPTIONS);
+    s = await this.rt.ort.InferenceSession.create(build(), this.rt.options);
     this.map.set(key, s);
     if (this.map.size > this.limit) {
       const [oldKey, old] = this.map.entries().next().value;
@@ -249,34 +238,7 @@ class Sessions {
   }
 }
 
-// ------------------------------------------------------------ requests
-
-// request decodes an attention request into plain numbers and Float32Arrays.
-function request(tensors, meta, dtypes) {
-  for (const n of ['q', 'k', 'v']) {
-    if (!tensors[n] || tensors[n].shape.length !== 4) throw new Error(`tensor ${n}: missing or not 4-dimensional`);
-  }
-  const [B, Hq, M, D] = tensors.q.shape;
-  const [, Hkv, N] = tensors.k.shape;
-  const Dv = tensors.v.shape[3];
-  const dtype = tensors.q.dtype === 'F32' ? 'float32' : 'float64';
-  if (!dtypes.includes(dtype)) throw new Error(`${dtype}: this op computes in ${dtypes.join(', ')} only`);
-  for (const n of ['q_pos', 'k_pos', 'q_valid', 'k_valid', 'q_seg', 'k_seg']) {
-    if (tensors[n]) throw new Error(`${n}: the op takes a causal flag or a boolean mask only`);
-  }
-  if (meta.window && meta.window !== '0') throw new Error('window: not expressible with this op');
-  const r = {
-    B, Hq, Hkv, M, N, D, Dv,
-    q: tensors.q.data, k: tensors.k.data, v: tensors.v.data,
-    mask: tensors.mask ? tensors.mask.data : null,
-    causal: meta.causal === 'true',
-    past: meta.past !== undefined ? Number(meta.past) : N - M,
-    scale: meta.scale !== undefined ? Number(meta.scale) : undefined,
-  };
-  if (r.mask && r.causal) throw new Error('a mask together with causal: the protocol sends one or the other');
-  if (!Number.isInteger(r.past) || r.past !== N - M) throw new Error(`metadata past = ${meta.past}, want N - M = ${N - M}`);
-  return r;
-}
+// ------------------------------------------------------------ layouts
 
 // rows copies rows [lo, hi) of every [S, W] matrix of x [A, S, W], zero
 // padding each row to P >= W columns: the result is [A, hi-lo, P].
@@ -318,23 +280,39 @@ function bsd2bnsh(y, B, H, M, P, W) {
   return out;
 }
 
-function f32(data, dims) {
-  return new ort.Tensor('float32', data, dims);
-}
-
 // ------------------------------------------------------------ the ops
 
-class Attention {
-  constructor(opset, cache) {
+// ORTOp holds what the three ops share: the runtime, the sessions, and
+// the version for the hello.
+class ORTOp {
+  constructor(rt) {
+    this.rt = rt;
+    this.sessions = new Sessions(rt, 32);
+  }
+  f32(data, dims) {
+    return new this.rt.ort.Tensor('float32', data, dims);
+  }
+  version() {
+    const v = this.rt.ort.env.versions;
+    return `onnxruntime ${v.node || v.web || v.common}`;
+  }
+}
+
+class Attention extends ORTOp {
+  // cache: the keys before the chunk as past_key/past_value; nonpad (no
+  // cache): nonpad_kv_seqlen = N with every key as K and V
+  constructor(rt, opset, cache, nonpad) {
+    super(rt);
     this.opset = opset;
     this.cache = cache;
-    this.sessions = new Sessions(32);
+    this.nonpad = nonpad;
   }
 
   capabilities() {
+    const how = this.cache ? 'past_key/past_value for the cache' : this.nonpad ? 'no past inputs, nonpad_kv_seqlen' : 'no past inputs';
     return {
-      name: `ONNX Attention (opset ${this.opset}${this.cache ? ', past_key/past_value for the cache' : ', no past inputs'}), onnxruntime-node CPU`,
-      version: `onnxruntime ${ort.env.versions.node || ort.env.versions.common}`,
+      name: `ONNX Attention (opset ${this.opset}, ${how}), ${this.rt.label}`,
+      version: this.version(),
       dtypes: ['float32'],
       gradients: false,
       lse: false,
@@ -346,7 +324,7 @@ class Attention {
   }
 
   async attention(tensors, meta) {
-    const r = request(tensors, meta, ['float32']);
+    const r = io.request(tensors, meta, ['float32']);
     const { B, Hq, Hkv, M, N, D, Dv } = r;
     const past = this.cache ? Math.max(r.past, 0) : 0; // M > N: no cache, all N keys are new
     const L = N - past;
@@ -361,6 +339,7 @@ class Attention {
           r.mask ? { name: 'attn_mask', elem: ELEM.bool, dims: [B, 1, M, N] } : null,
           past ? { name: 'past_key', elem: ELEM.float, dims: [B, Hkv, past, D] } : null,
           past ? { name: 'past_value', elem: ELEM.float, dims: [B, Hkv, past, Dv] } : null,
+          this.nonpad ? { name: 'nonpad_kv_seqlen', elem: ELEM.int64, dims: [B] } : null,
         ],
         outputs: past ? ['Y', 'present_key', 'present_value'] : ['Y'],
         attrs: { is_causal: r.causal ? 1 : 0, scale: r.scale !== undefined ? { float: r.scale } : undefined },
@@ -368,29 +347,26 @@ class Attention {
       }),
     );
     const feeds = {
-      Q: f32(r.q, [B, Hq, M, D]),
-      K: f32(rows(r.k, B * Hkv, N, D, past, N), [B, Hkv, L, D]),
-      V: f32(rows(r.v, B * Hkv, N, Dv, past, N), [B, Hkv, L, Dv]),
+      Q: this.f32(r.q, [B, Hq, M, D]),
+      K: this.f32(rows(r.k, B * Hkv, N, D, past, N), [B, Hkv, L, D]),
+      V: this.f32(rows(r.v, B * Hkv, N, Dv, past, N), [B, Hkv, L, Dv]),
     };
-    if (r.mask) feeds.attn_mask = new ort.Tensor('bool', Uint8Array.from(r.mask, (x) => (x !== 0n ? 1 : 0)), [B, 1, M, N]);
+    if (r.mask) feeds.attn_mask = new this.rt.ort.Tensor('bool', r.mask, [B, 1, M, N]);
     if (past) {
-      feeds.past_key = f32(rows(r.k, B * Hkv, N, D, 0, past), [B, Hkv, past, D]);
-      feeds.past_value = f32(rows(r.v, B * Hkv, N, Dv, 0, past), [B, Hkv, past, Dv]);
+      feeds.past_key = this.f32(rows(r.k, B * Hkv, N, D, 0, past), [B, Hkv, past, D]);
+      feeds.past_value = this.f32(rows(r.v, B * Hkv, N, Dv, 0, past), [B, Hkv, past, Dv]);
     }
+    if (this.nonpad) feeds.nonpad_kv_seqlen = new this.rt.ort.Tensor('int64', new BigInt64Array(B).fill(BigInt(N)), [B]);
     const out = await session.run(feeds, ['Y']);
     return { o: { dtype: 'F32', shape: [B, Hq, M, Dv], data: Float32Array.from(out.Y.data) } };
   }
 }
 
-class GroupQueryAttention {
-  constructor() {
-    this.sessions = new Sessions(32);
-  }
-
+class GroupQueryAttention extends ORTOp {
   capabilities() {
     return {
-      name: 'com.microsoft GroupQueryAttention, onnxruntime-node CPU',
-      version: `onnxruntime ${ort.env.versions.node || ort.env.versions.common}`,
+      name: `com.microsoft GroupQueryAttention, ${this.rt.label}`,
+      version: this.version(),
       dtypes: ['float32'],
       gradients: false,
       lse: false,
@@ -402,7 +378,7 @@ class GroupQueryAttention {
   }
 
   async attention(tensors, meta) {
-    const r = request(tensors, meta, ['float32']);
+    const r = io.request(tensors, meta, ['float32']);
     if (r.mask) throw new Error('mask: GroupQueryAttention takes a causal flag only');
     const { B, Hq, Hkv, M, N, D, Dv } = r;
     const past = Math.max(r.past, 0); // M > N: the op refuses it (query and key lengths differ)
@@ -443,15 +419,15 @@ class GroupQueryAttention {
       const k = item(r.k, Hkv, N, D);
       const v = item(r.v, Hkv, N, Dv);
       const feeds = {
-        query: f32(bnsh2bsd(q, Bs, Hq, M, D, 0, M, P), [Bs, M, Hq * P]),
-        key: f32(bnsh2bsd(k, Bs, Hkv, N, D, past, N, P), [Bs, L, Hkv * P]),
-        value: f32(bnsh2bsd(v, Bs, Hkv, N, Dv, past, N, P), [Bs, L, Hkv * P]),
-        seqlens_k: new ort.Tensor('int32', new Int32Array(Bs).fill(N - 1), [Bs]),
-        total_sequence_length: new ort.Tensor('int32', Int32Array.of(N), []),
+        query: this.f32(bnsh2bsd(q, Bs, Hq, M, D, 0, M, P), [Bs, M, Hq * P]),
+        key: this.f32(bnsh2bsd(k, Bs, Hkv, N, D, past, N, P), [Bs, L, Hkv * P]),
+        value: this.f32(bnsh2bsd(v, Bs, Hkv, N, Dv, past, N, P), [Bs, L, Hkv * P]),
+        seqlens_k: new this.rt.ort.Tensor('int32', new Int32Array(Bs).fill(N - 1), [Bs]),
+        total_sequence_length: new this.rt.ort.Tensor('int32', Int32Array.of(N), []),
       };
       if (past) {
-        feeds.past_key = f32(rows(k, Bs * Hkv, N, D, 0, past, P), [Bs, Hkv, past, P]);
-        feeds.past_value = f32(rows(v, Bs * Hkv, N, Dv, 0, past, P), [Bs, Hkv, past, P]);
+        feeds.past_key = this.f32(rows(k, Bs * Hkv, N, D, 0, past, P), [Bs, Hkv, past, P]);
+        feeds.past_value = this.f32(rows(v, Bs * Hkv, N, Dv, 0, past, P), [Bs, Hkv, past, P]);
       }
       const out = await session.run(feeds, ['output', 'present_key', 'present_value']);
       o.set(bsd2bnsh(out.output.data, Bs, Hq, M, P, Dv), b0 * Hq * M * Dv);
@@ -460,115 +436,137 @@ class GroupQueryAttention {
   }
 }
 
-// ------------------------------------------------------------ the loop
-
-// oneLine is an error as one line. ONNX Runtime's messages of a failed
-// check start with the source location and the C++ signature of the
-// function ("/onnxruntime_src/...h:153 onnxruntime::...(const Tensor*, ...)
-// cond was false. why"): that part is dropped.
-function oneLine(e) {
-  let msg = String((e && e.message) || e).trim().split('\n')[0];
-  const at = msg.search(/\/onnxruntime_src\/\S+:\d+ /);
-  const open = at < 0 ? -1 : msg.indexOf('(', at);
-  if (open >= 0) {
-    let depth = 0;
-    for (let i = open; i < msg.length; i++) {
-      if (msg[i] === '(') depth++;
-      if (msg[i] === ')' && --depth === 0) {
-        msg = msg.slice(0, at) + msg.slice(i + 1).replace(/^ const/, '').trimStart();
-        break;
-      }
-    }
+class MultiHeadAttention extends ORTOp {
+  constructor(rt, cache) {
+    super(rt);
+    this.cache = cache;
   }
-  return msg.length > 500 ? msg.slice(0, 497) + '...' : msg;
+
+  capabilities() {
+    return {
+      name: `com.microsoft MultiHeadAttention (${this.cache ? 'past_key/past_value for the cache' : 'no past inputs'}), ${this.rt.label}`,
+      version: this.version(),
+      dtypes: ['float32'],
+      gradients: false,
+      lse: false,
+      gqa: false,
+      masks: ['causal', 'bool'],
+      kv_cache: true,
+      scale: true,
+    };
+  }
+
+  async attention(tensors, meta) {
+    const r = io.request(tensors, meta, ['float32']);
+    const { B, Hq: H, Hkv, M, N, D, Dv } = r;
+    if (Hkv !== H) throw new Error(`MultiHeadAttention needs as many K/V heads as query heads (Hq = ${H}, Hkv = ${Hkv})`);
+    const past = this.cache ? Math.max(r.past, 0) : 0; // M > N: no cache, all N keys are new
+    const L = N - past;
+    // with a past, the CPU kernel wants V's head size to be K's: Q, K and V
+    // are zero-padded to P = max(D, Dv) columns (the scores are unchanged),
+    // the output cut back to Dv, and the op's default scale kept at 1/sqrt(D)
+    const P = past && Dv !== D ? Math.max(D, Dv) : D;
+    const Pv = past && Dv !== D ? P : Dv;
+    let scale = r.scale;
+    if (scale === undefined && P !== D) scale = 1 / Math.sqrt(D);
+    const outputs = past ? ['output', 'present_key', 'present_value'] : ['output'];
+    const key = JSON.stringify([B, H, M, L, past, P, Pv, r.causal, scale, !!r.mask]);
+    const session = await this.sessions.get(key, () =>
+      oneNodeModel({
+        opType: 'MultiHeadAttention',
+        domain: 'com.microsoft',
+        inputs: [
+          { name: 'query', elem: ELEM.float, dims: [B, M, H * P] },
+          { name: 'key', elem: ELEM.float, dims: [B, L, H * P] },
+          { name: 'value', elem: ELEM.float, dims: [B, L, H * Pv] },
+          null, // bias
+          r.mask ? { name: 'key_padding_mask', elem: ELEM.int32, dims: [B, M, N] } : null,
+          null, // attention_bias
+          past ? { name: 'past_key', elem: ELEM.float, dims: [B, H, past, P] } : null,
+          past ? { name: 'past_value', elem: ELEM.float, dims: [B, H, past, Pv] } : null,
+        ],
+        outputs,
+        attrs: {
+          num_heads: H,
+          unidirectional: r.causal ? 1 : 0,
+          scale: scale !== undefined ? { float: scale } : undefined,
+        },
+        opsets: [['', 21], ['com.microsoft', 1]],
+      }),
+    );
+    const feeds = {
+      query: this.f32(bnsh2bsd(r.q, B, H, M, D, 0, M, P), [B, M, H * P]),
+      key: this.f32(bnsh2bsd(r.k, B, H, N, D, past, N, P), [B, L, H * P]),
+      value: this.f32(bnsh2bsd(r.v, B, H, N, Dv, past, N, Pv), [B, L, H * Pv]),
+    };
+    if (r.mask) feeds.key_padding_mask = new this.rt.ort.Tensor('int32', Int32Array.from(r.mask), [B, M, N]);
+    if (past) {
+      feeds.past_key = this.f32(rows(r.k, B * H, N, D, 0, past, P), [B, H, past, P]);
+      feeds.past_value = this.f32(rows(r.v, B * H, N, Dv, 0, past, Pv), [B, H, past, Pv]);
+    }
+    const out = await session.run(feeds, outputs);
+    return { o: { dtype: 'F32', shape: [B, H, M, Dv], data: bsd2bnsh(out.output.data, B, H, M, Pv, Dv) } };
+  }
 }
 
-// serve answers frames from standard input until it ends.
-async function serve(adapter) {
-  let pending = Buffer.alloc(0);
-  const out = (payload) => {
-    const len = Buffer.alloc(8);
-    len.writeBigUInt64LE(BigInt(payload.length));
-    process.stdout.write(Buffer.concat([len, payload]));
-  };
-  for await (const chunk of process.stdin) {
-    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-    for (;;) {
-      if (pending.length < 8) break;
-      const n = Number(pending.readBigUInt64LE(0));
-      if (n > 2 ** 31) {
-        log(`a frame of ${n} bytes`);
-        process.exit(1);
-      }
-      if (pending.length < 8 + n) break;
-      const frame = pending.subarray(8, 8 + n);
-      pending = pending.subarray(8 + n);
-      let msg;
-      try {
-        msg = decode(frame);
-      } catch (e) {
-        log(`malformed request: ${oneLine(e)}`);
-        process.exit(1);
-      }
-      const { tensors, meta } = msg;
-      if (meta.op === 'hello') {
-        if (meta.protocol !== PROTOCOL) log(`hello for protocol ${meta.protocol}, this adapter speaks ${PROTOCOL}`);
-        out(encode({}, { op: 'hello', capabilities: JSON.stringify(adapter.capabilities()) }));
-      } else if (meta.op === 'attention') {
-        try {
-          const answer = await adapter.attention(tensors, meta);
-          out(encode(answer, { op: 'attention', request: meta.request || '' }));
-        } catch (e) {
-          log(`attention #${meta.request}: ${oneLine(e)}`);
-          out(encode({}, { error: oneLine(e) }));
-        }
-      } else {
-        out(encode({}, { error: `unknown op ${JSON.stringify(meta.op)}` }));
-      }
-    }
-  }
-  if (pending.length) {
-    log(`input ended inside a frame (${pending.length} bytes left)`);
-    process.exit(1);
-  }
-}
+// ------------------------------------------------------------ main
 
-function main(argv) {
-  const usage = `usage: node ${path.basename(__filename)} attention [--opset 23|24] [--no-cache] | gqa`;
-  let adapter;
-  if (argv[0] === 'attention') {
-    let opset = 24;
-    let cache = true;
-    for (let i = 1; i < argv.length; i++) {
-      const m = /^--opset(?:=(\d+))?$/.exec(argv[i]);
-      if (argv[i] === '--no-cache') {
-        cache = false;
-      } else if (m) {
-        opset = Number(m[1] !== undefined ? m[1] : argv[++i]);
-      } else {
-        throw new Error(usage);
-      }
+const USAGE = 'usage: node ort_attention.js attention [--opset 23|24] [--no-cache | --nonpad] | gqa | mha [--no-cache]; any of them [--ort 1.24|1.27|1.30 | --wasm]';
+
+// build makes the adapter the arguments ask for.
+function build(argv) {
+  const op = argv[0];
+  let opset = 24;
+  let cache = true;
+  let nonpad = false;
+  let which = '1.30';
+  let wasm = false;
+  for (let i = 1; i < argv.length; i++) {
+    const m = /^--(opset|ort)(?:=(.+))?$/.exec(argv[i]);
+    if (argv[i] === '--no-cache' && (op === 'attention' || op === 'mha')) {
+      cache = false;
+    } else if (argv[i] === '--nonpad' && op === 'attention') {
+      cache = false;
+      nonpad = true;
+    } else if (argv[i] === '--wasm') {
+      wasm = true;
+    } else if (m && (m[1] === 'ort' || op === 'attention')) {
+      const v = m[2] !== undefined ? m[2] : argv[++i];
+      if (m[1] === 'opset') opset = Number(v);
+      else which = v;
+    } else {
+      throw new Error(`${argv[i]}: not an argument of ${op || 'the adapter'}\n${USAGE}`);
     }
-    if (opset !== 23 && opset !== 24) throw new Error(`--opset ${opset}: the Attention op exists in opsets 23 and 24\n${usage}`);
-    adapter = new Attention(opset, cache);
-  } else if (argv[0] === 'gqa' && argv.length === 1) {
-    adapter = new GroupQueryAttention();
-  } else {
-    throw new Error(usage);
   }
-  return serve(adapter);
+  if (opset !== 23 && opset !== 24) throw new Error(`--opset ${opset}: the Attention op exists in opsets 23 and 24\n${USAGE}`);
+  if (nonpad && opset !== 24) throw new Error(`--nonpad: nonpad_kv_seqlen came with opset 24\n${USAGE}`);
+  if (!RUNTIMES[which] || which === 'wasm') throw new Error(`--ort ${which}: the versions installed side by side are 1.24, 1.27 and 1.30\n${USAGE}`);
+  if (wasm && which !== '1.30') throw new Error(`--wasm with --ort ${which}: onnxruntime-web is installed at 1.30 only\n${USAGE}`);
+  if (op === 'gqa' && which !== '1.30') {
+    // "Unrecognized attribute: causal for operator GroupQueryAttention"
+    throw new Error(`gqa --ort ${which}: the GroupQueryAttention of onnxruntime ${which} has no causal attribute, which this adapter sets; run it on 1.30`);
+  }
+  const make = { attention: () => new Attention(rt, opset, cache, nonpad), gqa: () => new GroupQueryAttention(rt), mha: () => new MultiHeadAttention(rt, cache) }[op];
+  if (!make) throw new Error(USAGE);
+  const rt = runtime(wasm ? 'wasm' : which);
+  return make();
 }
 
 // Run as a script it serves the protocol; required as a module it lends
-// its one-node model builder (docs/findings reproduce with it).
+// its one-node model builder and its runtimes (docs/findings reproduce with
+// them). ort is onnxruntime-node 1.30, loaded when first asked for.
 if (require.main === module) {
-  main(process.argv.slice(2)).then(
-    () => process.exit(0),
-    (e) => {
-      log(oneLine(e));
-      process.exit(2);
-    },
-  );
+  io.main('ort_attention', build);
 }
 
-module.exports = { ort, ELEM, oneNodeModel, SESSION_OPTIONS };
+let defaultORT;
+module.exports = {
+  ELEM,
+  oneNodeModel,
+  SESSION_OPTIONS,
+  runtime,
+  get ort() {
+    if (!defaultORT) defaultORT = runtime('1.30').ort;
+    return defaultORT;
+  },
+};

@@ -17,7 +17,7 @@ var conformCmd = register(&command{
 	long: `Conform runs the lab's attention checks on an implementation that is not
 attnlab's: -exec starts an adapter process that speaks the protocol of
 docs/conform-protocol.md, either a shipped adapter by name (-list shows them:
-PyTorch and ONNX Runtime adapters, embedded in attnlab and run from any
+PyTorch, ONNX Runtime and TF.js adapters, embedded in attnlab and run from any
 folder) or any program with its arguments (a Go example is in
 examples/conform-go/); -impl picks one of attnlab's own kernels instead.
 

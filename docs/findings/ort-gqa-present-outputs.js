@@ -5,8 +5,13 @@
 //
 //   (cd adapters/node && npm install --ignore-scripts)
 //   node docs/findings/ort-gqa-present-outputs.js
+//   node docs/findings/ort-gqa-present-outputs.js --wasm       # onnxruntime-web 1.30.0
+//   node docs/findings/ort-gqa-present-outputs.js --ort 1.27   # or 1.24
 'use strict';
-const { ort, ELEM, oneNodeModel, SESSION_OPTIONS } = require('../../adapters/node/ort_attention.js');
+const { runtime, ELEM, oneNodeModel } = require('../../adapters/node/ort_attention.js');
+
+const arg = process.argv.slice(2);
+const { ort, label, options: SESSION_OPTIONS } = runtime(arg[0] === '--wasm' ? 'wasm' : arg[0] === '--ort' ? arg[1] : '1.30');
 
 const H = 1, D = 8, past = 2, M = 1, N = past + M;
 // one query against 3 keys (2 cached, 1 new); values 1, 2, 3 in every dimension
@@ -59,7 +64,16 @@ function expected() {
 
 (async () => {
   const want = expected();
-  const a = await run(true), b = await run(false);
+  console.log(label);
+  const a = await run(true);
+  let b;
+  try {
+    b = await run(false);
+  } catch (e) {
+    // 1.24.3's schema requires the present outputs: the model is refused
+    console.log('without them: the model is refused:', e.message.split('\n')[0].replace(/^.*Error /, ''));
+    process.exit(0);
+  }
   const fmt = (x) => x.slice(0, 3).map((y) => y.toFixed(5)).join(' ') + ' …';
   console.log('expected (3 keys)              ', fmt(want));
   console.log('with present_key/present_value ', fmt(a));
