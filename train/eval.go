@@ -10,13 +10,13 @@ import (
 	"unsafe"
 
 	"github.com/attnlab/attnlab/corpus"
-	"github.com/attnlab/attnlab/internal/compress"
 	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/tokenizer"
+	"github.com/attnlab/attnlab/train/internal/compress"
 )
 
 // TextFile is a file to evaluate a language model on.

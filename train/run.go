@@ -13,10 +13,10 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/corpus"
-	"github.com/attnlab/attnlab/internal/compress"
 	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/tokenizer"
+	"github.com/attnlab/attnlab/train/internal/compress"
 )
 
 // Files of a run folder beside its checkpoint.

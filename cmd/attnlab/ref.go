@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/attnlab/attnlab/internal/oracle"
 	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/oracle"
 	"github.com/attnlab/attnlab/safetensors"
 )
 

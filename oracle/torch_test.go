@@ -28,7 +28,7 @@ const torchTol = 1e-10
 // moduleRoot returns the root of the attnlab module.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
