@@ -47,11 +47,21 @@ with -truncate its first tokens are dropped instead, keeping its last ones
 
 -temp 0 is greedy decoding; otherwise logits are divided by the
 temperature, cut to the -topk most likely tokens and to the smallest set
-reaching probability -topp, and sampled with -seed. -repeat-penalty > 1
-discourages tokens seen in the last -repeat-window tokens (CTRL's rule);
--no-repeat-ngram N bans a token that would repeat an N-token sequence
-already in the text. -temp 0 -repeat-penalty 1 -no-repeat-ngram 0 is plain
-argmax decoding.` + generateDefaultsNote + `
+reaching probability -topp, and sampled with -seed.
+
+Repetition: -repeat-penalty > 1 discourages tokens seen in the last
+-repeat-window tokens (CTRL's rule), and -no-repeat-ngram N bans a token
+that would repeat a sequence of N tokens already in the text (prompt
+included), so that no loop of N tokens or more can start over. By default
+both are on (1.1 and 8); -repeat-penalty 1 turns both off unless
+-no-repeat-ngram is given, so -temp 0 -repeat-penalty 1 is plain argmax
+decoding. Measured with go run ./scripts/looprate on 192 prompts cut from
+held-out standard-library files, 96 new tokens each: greedy decoding loops
+(a block of tokens three times in a row) in 47% of them with the penalty
+alone and in none with the ban added (which forbids such a loop; the
+generated lines that repeat an earlier one go from 56% to 20%), and the
+functions that close and parse go from 40% to 46%; sampled at the default
+temperature, loops go from 6% to none, closing and parsing from 51% to 47%.
 
 Token healing (-heal, the default): a prompt's last token is taken back and
 the first generated token must begin with its text. A prompt that stops
@@ -72,11 +82,10 @@ Example: attnlab generate -prompt "// Reverse returns s with its runes in revers
 })
 
 // The defaults of the repetition guards, measured with scripts/looprate
-// on held-out prompts (the README's "Generation" section).
+// on prompts from held-out standard-library files (see -h).
 const (
 	defaultRepeatPenalty = 1.1
-	defaultNoRepeatNGram = 0
-	generateDefaultsNote = ""
+	defaultNoRepeatNGram = 8
 )
 
 // MaxPromptBytes bounds a prompt file (or standard input): a larger one,
@@ -127,7 +136,7 @@ func init() {
 		fs.Float64Var(&o.s.TopP, "topp", 0.95, "keep the smallest set reaching this probability (1: all)")
 		fs.Float64Var(&o.s.RepetitionPenalty, "repeat-penalty", defaultRepeatPenalty, "repetition penalty (1: none)")
 		fs.IntVar(&o.s.RepetitionWindow, "repeat-window", 64, "tokens the repetition penalty looks back on (0: all)")
-		fs.IntVar(&o.s.NoRepeatNGram, "no-repeat-ngram", defaultNoRepeatNGram, "ban a token that would repeat a sequence of this many tokens (0: off)")
+		fs.IntVar(&o.s.NoRepeatNGram, "no-repeat-ngram", defaultNoRepeatNGram, "ban a token that would repeat a sequence of this many tokens (0: off; off by default with -repeat-penalty 1)")
 		fs.Uint64Var(&o.s.Seed, "seed", 1, "sampling seed")
 		fs.BoolVar(&o.heal, "heal", true, "token healing: take the prompt's last token back and begin with a token that extends its text")
 		fs.BoolVar(&o.stats, "stats", false, "print load, prefill and decode times and tokens per second on stderr")
@@ -135,6 +144,9 @@ func init() {
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
 				return err
+			}
+			if !givenFlags(fs)["no-repeat-ngram"] && (o.s.RepetitionPenalty == 1 || o.s.RepetitionPenalty == 0) {
+				o.s.NoRepeatNGram = 0 // -repeat-penalty 1: no repetition guard
 			}
 			return runGenerate(ctx, o, stdout)
 		}
@@ -149,6 +161,7 @@ type generateResult struct {
 	Dropped      int           `json:"prompt_tokens_dropped"` // -truncate
 	Text         string        `json:"text"`
 	Tokens       int           `json:"tokens"`
+	IDs          []int         `json:"token_ids"`   // the new tokens, end-of-text included
 	Stop         string        `json:"stop_reason"` // eos, length, stop
 	StopString   string        `json:"stop_string,omitempty"`
 	Stats        generateStats `json:"stats"`
@@ -241,6 +254,7 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 		return err
 	}
 	st.flush()
+	res.IDs = out[0]
 	res.Stop, res.StopString = stopReason(out[0], eos, o.n, st.hit)
 	res.Stats.times(len(prompt), res.Tokens, t0, first, last, start)
 	return o.finish(w, res)

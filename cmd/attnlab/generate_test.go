@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +158,35 @@ func TestGenerateGreedyIsArgmax(t *testing.T) {
 	}
 	if r.Text != string(text) {
 		t.Errorf("-temp 0 -repeat-penalty 1: %q, argmax decoding: %q", r.Text, text)
+	}
+}
+
+// TestGenerateRepetitionGuards: by default no sequence of 8 new tokens
+// repeats (the n-gram ban), where the penalty alone lets greedy decoding
+// loop on this prompt; -repeat-penalty 1 turns the ban off unless
+// -no-repeat-ngram is given.
+func TestGenerateRepetitionGuards(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const prompt = "func main() {\n"
+	repeats := func(ids []int, n int) bool {
+		seen := map[string]bool{}
+		for i := 0; i+n <= len(ids); i++ {
+			k := fmt.Sprint(ids[i : i+n])
+			if seen[k] {
+				return true
+			}
+			seen[k] = true
+		}
+		return false
+	}
+	guarded, _ := generateJSON(t, "-prompt", prompt, "-temp", "0", "-n", "80")
+	penaltyOnly, _ := generateJSON(t, "-prompt", prompt, "-temp", "0", "-n", "80", "-no-repeat-ngram", "0")
+	plain, _ := generateJSON(t, "-prompt", prompt, "-temp", "0", "-n", "80", "-repeat-penalty", "1")
+	banned, _ := generateJSON(t, "-prompt", prompt, "-temp", "0", "-n", "80", "-repeat-penalty", "1", "-no-repeat-ngram", "8")
+	if repeats(guarded.IDs, 8) || repeats(banned.IDs, 8) {
+		t.Errorf("an 8-token sequence repeats with the ban on:\n%q\n%q", guarded.Text, banned.Text)
+	}
+	if !repeats(penaltyOnly.IDs, 8) || !repeats(plain.IDs, 8) {
+		t.Errorf("without the ban the shipped model no longer loops on %q: the test shows nothing\n%q\n%q", prompt, penaltyOnly.Text, plain.Text)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -55,7 +56,13 @@ func main() {
 	batch := flag.Int("batch", 16, "prompts generated at once")
 	penaltyList := flag.String("penalties", "1,1.1,1.2,1.3", "the repetition penalties to measure, comma-separated")
 	ngramList := flag.String("ngrams", "8,12,16", "the no-repeat-ngram sizes to measure (with penalty 1 and 1.1), comma-separated")
+	only := flag.String("only", "", "measure only the settings whose name matches this regular expression")
 	flag.Parse()
+	keep, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "looprate: -only: %v\n", err)
+		os.Exit(2)
+	}
 	var penalties []float64
 	for _, f := range strings.Split(*penaltyList, ",") {
 		var p float64
@@ -78,13 +85,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: looprate -files heldout.txt [-root /] [-model DIR]")
 		os.Exit(2)
 	}
-	if err := run(*dir, *list, *root, *nPrompts, *n, *contextLines, *maxPrompt, *batch, penalties, ngrams); err != nil {
+	if err := run(*dir, *list, *root, *nPrompts, *n, *contextLines, *maxPrompt, *batch, penalties, ngrams, keep); err != nil {
 		fmt.Fprintln(os.Stderr, "looprate:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, list, root string, nPrompts, n, contextLines, maxPrompt, batch int, penalties []float64, ngrams []int) error {
+func run(dir, list, root string, nPrompts, n, contextLines, maxPrompt, batch int, penalties []float64, ngrams []int, keep *regexp.Regexp) error {
 	if dir == "" {
 		d, err := models.Dir(models.LM)
 		if err != nil {
@@ -134,6 +141,9 @@ func run(dir, list, root string, nPrompts, n, contextLines, maxPrompt, batch int
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "setting\tloop rate\trepeated lines\tdistinct 4-grams\tfirst line right\tcloses and parses\tseconds\t\n")
 	for _, st := range settings {
+		if !keep.MatchString(st.name) {
+			continue
+		}
 		start := time.Now()
 		var outs [][]int
 		for b := 0; b < len(ids); b += batch {
