@@ -152,7 +152,7 @@ expect 2 'would overwrite the input .*run/checkpoint' -- ref -op decoder -in "$w
 unchanged "$work/run"
 # a held-out list over a source file it reads
 cp "$src/alpha/alpha.go" "$work/alpha.copy"
-expect 2 'would overwrite the input' -- corpus stats -std=false -dir "$src" -list-heldout "$src/alpha/alpha.go" -force
+expect 2 'would overwrite the input' -- corpus stats -std=false -corpus "$src" -list-heldout "$src/alpha/alpha.go" -force
 cmp -s "$src/alpha/alpha.go" "$work/alpha.copy" && echo "ok   a source file unchanged" || { echo "FAIL corpus stats overwrote a source file"; fails=$((fails + 1)); }
 
 echo "== retrieval"
