@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -173,7 +174,7 @@ func describeAll(cs ...*attention.Config) string {
 // attentionCase differentiates O with respect to q, k and v.
 func attentionCase[T nn.Float](run AttentionFunc[T], c *attention.Config, seed uint64) Case[T] {
 	t := random(c, seed)
-	q, k, v := cast[T](t.q), cast[T](t.k), cast[T](t.v)
+	q, k, v := vec.Convert[T](t.q), vec.Convert[T](t.k), vec.Convert[T](t.v)
 	lse := make([]T, c.B*c.Hq*c.M)
 	out := make([]T, c.B*c.Hq*c.M*c.Dv)
 	return Case[T]{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 )
@@ -53,7 +54,7 @@ func blockWeightsT[T nn.Float](k block64, seed uint64) *model.BlockWeights[T] {
 		for i := range x {
 			x[i]++
 		}
-		return cast[T](x)
+		return vec.Convert[T](x)
 	}
 	return &model.BlockWeights[T]{
 		AttnNorm: one(randn(seed, D, 0.1)), Attn: *layerWeightsT[T](k.Attn, seed+1), MLPNorm: one(randn(seed+5, D, 0.1)),

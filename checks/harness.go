@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/gradcheck"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -125,12 +126,12 @@ func Prepare(c Case[float64], analytic *Case[float32], seed uint64) (func() floa
 			return nil, nil, err
 		}
 	} else {
-		g32, err := gradsOf(*analytic, cast[float32](g), nil)
+		g32, err := gradsOf(*analytic, vec.Convert[float32](g), nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, x := range g32 {
-			grads = append(grads, cast[float64](x))
+			grads = append(grads, vec.Convert[float64](x))
 		}
 	}
 	loss := lossOf(c, g)
@@ -386,14 +387,14 @@ func (s gradSpec[I]) float32(impl I) Result {
 			tensors := []struct {
 				name      string
 				got, want []float64
-			}{{"out", cast[float64](out32), out64}}
+			}{{"out", vec.Convert[float64](out32), out64}}
 			// an implementation without gradients: the forward alone
 			if fo, ok := any(impl).(interface{ ForwardOnly() bool }); !ok || !fo.ForwardOnly() {
 				g64, err := gradsOf(c64, g, nil)
 				if err != nil {
 					return errored(err, c64.Name+": float64 reference: %v")
 				}
-				g32, err := gradsOf(c32, cast[float32](g), nil)
+				g32, err := gradsOf(c32, vec.Convert[float32](g), nil)
 				if err != nil {
 					return errored(err, c32.Name+": float32: %v")
 				}
@@ -401,7 +402,7 @@ func (s gradSpec[I]) float32(impl I) Result {
 					tensors = append(tensors, struct {
 						name      string
 						got, want []float64
-					}{"d" + in.Name, cast[float64](g32[i]), g64[i]})
+					}{"d" + in.Name, vec.Convert[float64](g32[i]), g64[i]})
 				}
 			}
 			for _, t := range tensors {
@@ -442,18 +443,6 @@ func normwise(got, want []float64) (float64, int) {
 	return worst, at
 }
 
-// cast converts x to element type T.
-func cast[T, S nn.Float](x []S) []T {
-	if x == nil {
-		return nil
-	}
-	y := make([]T, len(x))
-	for i, v := range x {
-		y[i] = T(v)
-	}
-	return y
-}
-
 // randn returns n seeded standard normal values times scale, in float64: a
 // case builder draws its inputs here and casts them, so that the float32
 // and float64 cases of one seed hold the same values.
@@ -467,7 +456,9 @@ func randn(seed uint64, n int, scale float64) []float64 {
 }
 
 // randT is randn cast to T.
-func randT[T nn.Float](seed uint64, n int, scale float64) []T { return cast[T](randn(seed, n, scale)) }
+func randT[T nn.Float](seed uint64, n int, scale float64) []T {
+	return vec.Convert[T](randn(seed, n, scale))
+}
 
 // shape names a case by its dimensions: shape("n", 3, "D", 5) = "n=3, D=5".
 func shape(kv ...any) string {

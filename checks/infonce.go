@@ -4,23 +4,20 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
-	"github.com/attnlab/attnlab/retrieve"
 )
 
-// InfoNCEOps is the contrastive head of a dual encoder in precision T, as
-// method expressions of package retrieve: mean pooling of token vectors,
-// L2 normalisation, the InfoNCE loss over in-batch and hard negatives, and
-// the builder of the false-negative mask. The checks compose them as a
-// dual encoder does: tokens → pool → normalise → S = Q Dᵀ/τ → loss.
+// InfoNCEOps is the contrastive head of a dual encoder in precision T: the
+// forward and backward of nn.Head (mean pooling of token vectors, L2
+// normalisation, the InfoNCE loss over in-batch and hard negatives) as
+// method expressions, and the builder of the false-negative mask. The
+// reference is nn.Head itself, the head retrieve/dense trains; a fault is
+// another composition with one stage broken.
 type InfoNCEOps[T nn.Float] struct {
-	PoolForward  func(p nn.MeanPool[T], out, x []T, valid []bool, B, Tn int)
-	PoolBackward func(p nn.MeanPool[T], dx, dout []T, valid []bool, B, Tn int)
-	NormForward  func(l nn.L2Norm[T], y, norm, x []T, n int)
-	NormBackward func(l nn.L2Norm[T], dx, dy, y, norm []T, n int)
-	Forward      func(c nn.InfoNCE[T], a *nn.InfoNCEActs[T], q, d []T, tau T, mask []bool) T
-	Backward     func(c nn.InfoNCE[T], dq, dd []T, dtau *T, dloss T, q, d []T, tau T, mask []bool, a *nn.InfoNCEActs[T])
-	Mask         func(dst []bool, keys []string, B int)
+	Forward  func(h nn.Head[T], a *nn.HeadActs[T], xq []T, validQ []bool, xd []T, validD []bool, tau T, mask []bool) T
+	Backward func(h nn.Head[T], dxq, dxd []T, dtau *T, dloss T, a *nn.HeadActs[T], validQ, validD []bool, tau T, mask []bool)
+	Mask     func(dst []bool, keys []string, B int)
 }
 
 // InfoNCEImpl is the contrastive head: its float64 and float32 paths.
@@ -30,15 +27,10 @@ type InfoNCEImpl struct {
 }
 
 func infonceOps[T nn.Float]() InfoNCEOps[T] {
-	return InfoNCEOps[T]{
-		PoolForward: nn.MeanPool[T].Forward, PoolBackward: nn.MeanPool[T].Backward,
-		NormForward: nn.L2Norm[T].Forward, NormBackward: nn.L2Norm[T].Backward,
-		Forward: nn.InfoNCE[T].Forward, Backward: nn.InfoNCE[T].Backward,
-		Mask: retrieve.DuplicateMask,
-	}
+	return InfoNCEOps[T]{Forward: nn.Head[T].Forward, Backward: nn.Head[T].Backward, Mask: nn.DuplicateMask}
 }
 
-// InfoNCEReference is package retrieve's head.
+// InfoNCEReference is nn.Head, with nn.DuplicateMask.
 var InfoNCEReference = InfoNCEImpl{infonceOps[float64](), infonceOps[float32]()}
 
 // headCase is one batch for the head: B queries of Tq tokens, N documents
@@ -72,46 +64,22 @@ type headOut struct {
 
 // headState is what headForward saves for headBackward.
 type headState[T nn.Float] struct {
-	pq, pd, nq, nd, q, d []T
-	acts                 *nn.InfoNCEActs[T]
+	head nn.Head[T]
+	acts *nn.HeadActs[T]
 }
 
 // headForward runs the head's forward on token vectors xq, xd (with the
 // shapes, mask and padding of h) and returns the loss with what the
 // backward needs.
 func headForward[T nn.Float](ops InfoNCEOps[T], h headCase, xq, xd []T, tau T) (T, *headState[T]) {
-	loss := nn.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
-	s := &headState[T]{
-		pq: make([]T, h.B*h.D), pd: make([]T, h.N*h.D),
-		nq: make([]T, h.B), nd: make([]T, h.N),
-		q: make([]T, h.B*h.D), d: make([]T, h.N*h.D),
-		acts: loss.NewActs(),
-	}
-	pool := nn.MeanPool[T]{D: h.D}
-	norm := nn.L2Norm[T]{D: h.D, Eps: 1e-12}
-	// pass 1: pool the tokens of each sequence
-	ops.PoolForward(pool, s.pq, xq, h.validQ, h.B, h.Tq)
-	ops.PoolForward(pool, s.pd, xd, h.validD, h.N, h.Td)
-	// pass 2: unit vectors
-	ops.NormForward(norm, s.q, s.nq, s.pq, h.B)
-	ops.NormForward(norm, s.d, s.nd, s.pd, h.N)
-	// pass 3: similarities and the loss
-	return ops.Forward(loss, s.acts, s.q, s.d, tau, h.mask), s
+	s := &headState[T]{head: nn.Head[T]{Loss: nn.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}, Tq: h.Tq, Td: h.Td, Eps: 1e-12}}
+	s.acts = s.head.NewActs()
+	return ops.Forward(s.head, s.acts, xq, h.validQ, xd, h.validD, tau, h.mask), s
 }
 
-// headBackward adds dloss times the gradients into dxq, dxd and *dtau, in
-// reverse order of headForward.
+// headBackward adds dloss times the gradients into dxq, dxd and *dtau.
 func headBackward[T nn.Float](ops InfoNCEOps[T], h headCase, s *headState[T], tau, dloss T, dxq, dxd []T, dtau *T) {
-	loss := nn.InfoNCE[T]{B: h.B, N: h.N, D: h.D, Symmetric: h.symmetric}
-	pool := nn.MeanPool[T]{D: h.D}
-	norm := nn.L2Norm[T]{D: h.D, Eps: 1e-12}
-	dq, dd := make([]T, h.B*h.D), make([]T, h.N*h.D)
-	ops.Backward(loss, dq, dd, dtau, dloss, s.q, s.d, tau, h.mask, s.acts)
-	dpq, dpd := make([]T, h.B*h.D), make([]T, h.N*h.D)
-	ops.NormBackward(norm, dpq, dq, s.q, s.nq, h.B)
-	ops.NormBackward(norm, dpd, dd, s.d, s.nd, h.N)
-	ops.PoolBackward(pool, dxq, dpq, h.validQ, h.B, h.Tq)
-	ops.PoolBackward(pool, dxd, dpd, h.validD, h.N, h.Td)
+	ops.Backward(s.head, dxq, dxd, dtau, dloss, s.acts, h.validQ, h.validD, tau, h.mask)
 }
 
 // headRun runs the float64 forward and backward (dloss = 1) on fresh
@@ -122,7 +90,7 @@ func headRun(impl InfoNCEImpl, h headCase) (o headOut, err error) {
 		o.loss = loss
 		o.dxq, o.dxd = make([]float64, len(h.xq)), make([]float64, len(h.xd))
 		headBackward(impl.InfoNCEOps, h, s, h.tau, 1, o.dxq, o.dxd, &o.dtau)
-		o.ds = clone(s.acts.DS)
+		o.ds = clone(s.acts.Loss.DS)
 		return nil
 	})
 	return o, err
@@ -163,7 +131,7 @@ func (h headCase) withMask(pairs ...[2]int) headCase {
 }
 
 func infonceCase[T nn.Float](ops InfoNCEOps[T], h headCase) Case[T] {
-	xq, xd, tau := cast[T](h.xq), cast[T](h.xd), []T{T(h.tau)}
+	xq, xd, tau := vec.Convert[T](h.xq), vec.Convert[T](h.xd), []T{T(h.tau)}
 	return Case[T]{
 		Name:   h.name(),
 		Inputs: []Input[T]{{"xq", xq}, {"xd", xd}, {"τ", tau}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -134,7 +135,7 @@ func rerankRun(impl ListwiseImpl, r rerankCase) (o rerankOut, err error) {
 }
 
 func listwiseCase[T nn.Float](ops ListwiseOps[T], r rerankCase) Case[T] {
-	x, w := cast[T](r.x), cast[T](r.w)
+	x, w := vec.Convert[T](r.x), vec.Convert[T](r.w)
 	return Case[T]{
 		Name:   r.name(),
 		Inputs: []Input[T]{{"x", x}, {"w", w}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -34,7 +35,7 @@ func rmsnormCase[T nn.Float](ops RMSNormOps[T], n, D int, eps float64, seed uint
 	for i := range w {
 		w[i] += 1 // weights near one, as trained norms are
 	}
-	wt := cast[T](w)
+	wt := vec.Convert[T](w)
 	rstd := make([]T, n)
 	return Case[T]{
 		Name:    shape("n", n, "D", D, "ε", eps),

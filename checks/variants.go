@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -65,13 +66,13 @@ func variantLarge() *attention.Config { return WithVariants(large(), 3, true, tr
 // backward is run's, then sinkGrad's.
 func variantCase[T nn.Float](run AttentionFunc[T], sinkGrad func(dsinks, o, lse, do []T, c *attention.Config), c *attention.Config, seed uint64) Case[T] {
 	t := random(c, seed)
-	q, k, v := cast[T](t.q), cast[T](t.k), cast[T](t.v)
-	sinks := cast[T](c.Sinks)
+	q, k, v := vec.Convert[T](t.q), vec.Convert[T](t.k), vec.Convert[T](t.v)
+	sinks := vec.Convert[T](c.Sinks)
 	lse := make([]T, c.B*c.Hq*c.M)
 	out := make([]T, c.B*c.Hq*c.M*c.Dv)
 	at := func() *attention.Config { // the sinks as they are now, perturbed or not
 		d := *c
-		d.Sinks = cast[float64](sinks)
+		d.Sinks = vec.Convert[float64](sinks)
 		return &d
 	}
 	return Case[T]{

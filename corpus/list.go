@@ -2,10 +2,31 @@ package corpus
 
 import (
 	"bufio"
+	"bytes"
+	_ "embed"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
+
+// ListFile is the package list the shipped models were trained from, in
+// this folder of the repository and embedded in the binary: 300 Debian Go
+// source packages (attnlab corpus fetch's default -list).
+const ListFile = "debian-go-packages.txt"
+
+//go:embed debian-go-packages.txt
+var defaultList []byte
+
+// DefaultList returns the names of ListFile, the list the shipped models
+// were trained from.
+func DefaultList() []string {
+	names, err := parseList(bytes.NewReader(defaultList), ListFile)
+	if err != nil {
+		panic(err.Error()) // TestDefaultList reads it
+	}
+	return names
+}
 
 // ValidName reports whether name is a well-formed Debian package name:
 // at least two characters, lower-case letters, digits and "+-.", starting
@@ -36,9 +57,14 @@ func ReadList(path string) ([]string, error) {
 		return nil, fmt.Errorf("corpus: package list: %w", err)
 	}
 	defer f.Close()
+	return parseList(f, path)
+}
+
+// parseList reads the list r, called path in the errors (see ReadList).
+func parseList(r io.Reader, path string) ([]string, error) {
 	var names []string
 	seen := map[string]int{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		text, _, _ := strings.Cut(sc.Text(), "#")
 		text = strings.TrimSpace(text)

@@ -44,3 +44,17 @@ func TestReadListBadInput(t *testing.T) {
 		t.Errorf("missing list: error %v, want one naming the file", err)
 	}
 }
+
+// TestDefaultList: the list in the repository (and the binary) is the
+// 300 Debian Go packages of the shipped models, each a valid name, none
+// twice.
+func TestDefaultList(t *testing.T) {
+	names := DefaultList()
+	if len(names) != 300 {
+		t.Errorf("%s lists %d packages, want the 300 the shipped models were trained from", ListFile, len(names))
+	}
+	fromFile, err := ReadList(ListFile)
+	if err != nil || !slices.Equal(fromFile, names) {
+		t.Errorf("ReadList(%s): %d names, %v; the embedded list has %d", ListFile, len(fromFile), err, len(names))
+	}
+}

@@ -7,26 +7,60 @@ import (
 	"github.com/attnlab/attnlab/nn"
 )
 
-// InfoNCE returns the faults of the contrastive head: package retrieve's
-// pooling, normalisation, loss and mask builder with one of them replaced.
+// InfoNCE returns the faults of the contrastive head: nn.Head with one of
+// its stages (the loss's forward or backward, the normalisation's
+// backward) or the mask builder replaced.
 func InfoNCE() []Fault[checks.InfoNCEImpl] {
 	ref := checks.InfoNCEReference
 	return []Fault[checks.InfoNCEImpl]{
 		{Name: "infonce-positive-not-in-denominator", FDBlind: true,
-			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Forward = infoncePositiveOutside }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Forward = headForward(infoncePositiveOutside) }),
 			Breaks: "the softmax denominator sums over the negatives only: loss = log Σ_{j≠i} exp S[i,j] − S[i,i], unbounded below (backward consistent)"},
 		{Name: "l2norm-constant-in-backward",
-			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.NormBackward = l2NormConstant }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Backward = headBackward(nn.InfoNCE[float64].Backward, l2NormConstant) }),
 			Breaks: "the forward normalises, the backward treats ‖x‖ as a constant: dx = dy/‖x‖, the −y(y·dy)/‖x‖ projection dropped"},
 		{Name: "infonce-dtau-sign",
-			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Backward = infonceDTauFlipped }),
+			Impl: with(ref, func(i *checks.InfoNCEImpl) {
+				i.Backward = headBackward(infonceDTauFlipped, nn.L2Norm[float64].Backward)
+			}),
 			Breaks: "the temperature's gradient has the wrong sign: +(1/τ) Σ ∂L/∂S ⊙ S"},
 		{Name: "infonce-column-max-from-masked", Note: "Subtracting any constant leaves a log-sum-exp unchanged in exact arithmetic, so every check at moderate scores passes, finite differences included. Only a masked score far above the rest shows it: the exps of the unmasked entries underflow to 0 and log 0 = −∞. That is the large-masked-scores check.", FDBlind: true,
-			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Forward = infonceColumnMaxFromRow0 }),
+			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Forward = headForward(infonceColumnMaxFromRow0) }),
 			Breaks: "the document→query log-sum-exp starts its maximum from S[0,j], masked or not, instead of the positive S[j,j]: the same value until a masked score far above the rest makes every exp underflow and the loss −∞"},
 		{Name: "false-negative-mask-covers-positive", FDBlind: true,
 			Impl:   with(ref, func(i *checks.InfoNCEImpl) { i.Mask = maskWithPositive }),
 			Breaks: "the false-negative mask marks every document with the positive's key, the positive included"},
+	}
+}
+
+// headForward is nn.Head's forward with the loss's forward replaced by
+// loss: the pooling and the normalisation as nn.Head does them.
+func headForward(loss func(c nn.InfoNCE[float64], a *nn.InfoNCEActs[float64], q, d []float64, tau float64, mask []bool) float64) func(nn.Head[float64], *nn.HeadActs[float64], []float64, []bool, []float64, []bool, float64, []bool) float64 {
+	return func(h nn.Head[float64], a *nn.HeadActs[float64], xq []float64, validQ []bool, xd []float64, validD []bool, tau float64, mask []bool) float64 {
+		B, N, D := h.Loss.B, h.Loss.N, h.Loss.D
+		pool, norm := nn.MeanPool[float64]{D: D}, nn.L2Norm[float64]{D: D, Eps: h.Eps}
+		pool.Forward(a.PQ, xq, validQ, B, h.Tq)
+		pool.Forward(a.PD, xd, validD, N, h.Td)
+		norm.Forward(a.Q, a.NQ, a.PQ, B)
+		norm.Forward(a.D, a.ND, a.PD, N)
+		return loss(h.Loss, a.Loss, a.Q, a.D, tau, mask)
+	}
+}
+
+// headBackward is nn.Head's backward with the loss's backward replaced by
+// loss and the normalisation's by norm.
+func headBackward(loss func(c nn.InfoNCE[float64], dq, dd []float64, dtau *float64, dloss float64, q, d []float64, tau float64, mask []bool, a *nn.InfoNCEActs[float64]),
+	norm func(l nn.L2Norm[float64], dx, dy, y, norm []float64, n int)) func(nn.Head[float64], []float64, []float64, *float64, float64, *nn.HeadActs[float64], []bool, []bool, float64, []bool) {
+	return func(h nn.Head[float64], dxq, dxd []float64, dtau *float64, dloss float64, a *nn.HeadActs[float64], validQ, validD []bool, tau float64, mask []bool) {
+		B, N, D := h.Loss.B, h.Loss.N, h.Loss.D
+		dq, dd, dpq, dpd := make([]float64, B*D), make([]float64, N*D), make([]float64, B*D), make([]float64, N*D)
+		loss(h.Loss, dq, dd, dtau, dloss, a.Q, a.D, tau, mask, a.Loss)
+		l2 := nn.L2Norm[float64]{D: D, Eps: h.Eps}
+		norm(l2, dpq, dq, a.Q, a.NQ, B)
+		norm(l2, dpd, dd, a.D, a.ND, N)
+		pool := nn.MeanPool[float64]{D: D}
+		pool.Backward(dxq, dpq, validQ, B, h.Tq)
+		pool.Backward(dxd, dpd, validD, N, h.Td)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
@@ -82,7 +83,7 @@ func (e *SizeError) Unwrap() error { return e.Err }
 func GradCheck(ctx context.Context, o GradOptions) (*GradResult, error) {
 	op, ok := Find(o.Op)
 	if !ok {
-		return nil, &SizeError{fmt.Errorf("unknown operation %q (operations: %v)", o.Op, Names())}
+		return nil, &SizeError{fmt.Errorf("unknown operation %q (operations: %s)", o.Op, strings.Join(Names(), ", "))}
 	}
 	c64, c32, err := op.Instance(o.Fault, o.Sizes, o.Seed, o.Float32)
 	if err != nil {

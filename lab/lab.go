@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -246,7 +247,7 @@ func (o Op[I]) Instance(fault string, s checks.Sizes, seed uint64, float32 bool)
 			for _, f := range o.Faults {
 				names = append(names, f.Name)
 			}
-			return c64, nil, fmt.Errorf("%s has no fault %q (faults: %v)", o.Name, fault, names)
+			return c64, nil, fmt.Errorf("%s has no fault %q (faults: %s)", o.Name, fault, strings.Join(names, ", "))
 		}
 		impl = o.Faults[i].Impl
 	}
@@ -325,7 +326,7 @@ var SweepSteps = gradcheck.Decades(1e-1, 1e-12, 2)
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	for _, name := range opt.Ops {
 		if _, ok := Find(name); !ok {
-			return nil, fmt.Errorf("lab: unknown operation %q (operations: %v)", name, Names())
+			return nil, fmt.Errorf("lab: unknown operation %q (operations: %s)", name, strings.Join(Names(), ", "))
 		}
 	}
 	start := time.Now()

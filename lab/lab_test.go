@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/attnlab/attnlab/checks"
-	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/oracle"
 )
 
 // full is the one run of the whole lab in go test ./...: the tests of this

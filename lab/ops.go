@@ -55,7 +55,7 @@ var registry = sync.OnceValue(func() []Runner {
 			Reference: checks.DecoderReference, Suite: checks.Decoder(), Faults: faults.Decoder(), Oracle: "decoder"},
 		Op[checks.DecoderImpl]{Name: "decoder-variants", Impl: "model.Model with sliding_window 3, attn_logit_softcapping 2, final_logit_softcapping 5 and attention sinks: training pass and KV-cache decoding, float64 and float32",
 			Reference: checks.DecoderVariantsReference, Suite: checks.DecoderOf(checks.DecoderVariantsReference), Faults: faults.DecoderVariants()},
-		Op[checks.InfoNCEImpl]{Name: "infonce", Impl: "nn.MeanPool, L2Norm, InfoNCE: the contrastive head of a dual encoder, float64 and float32",
+		Op[checks.InfoNCEImpl]{Name: "infonce", Impl: "nn.Head (MeanPool, L2Norm, InfoNCE): the contrastive head retrieve/dense trains, float64 and float32",
 			Reference: checks.InfoNCEReference, Suite: checks.InfoNCE(), Faults: faults.InfoNCE()},
 		Op[checks.ListwiseImpl]{Name: "listwise", Impl: "nn.PairPool and Listwise: the pooling, scoring head and listwise loss of a cross-encoder reranker, float64 and float32",
 			Reference: checks.ListwiseReference, Suite: checks.Listwise(), Faults: faults.Listwise()},

@@ -9,9 +9,11 @@ import (
 	"slices"
 
 	"github.com/attnlab/attnlab/internal/atomicfile"
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
+	"github.com/attnlab/attnlab/tokenizer"
 )
 
 // Checkpoint file names inside a checkpoint directory, as Hugging Face
@@ -19,6 +21,9 @@ import (
 const (
 	ConfigFile  = "config.json"
 	WeightsFile = "model.safetensors"
+	// TokenizerFile is the tokenizer beside them (package tokenizer's
+	// format, Hugging Face's tokenizer.json).
+	TokenizerFile = "tokenizer.json"
 )
 
 // Save writes a Hugging Face style checkpoint directory: config.json and
@@ -38,12 +43,7 @@ func (m *Model[T]) Save(dir string, p *Params[T], extra map[string][]byte) error
 	f := safetensors.New()
 	f.Metadata = map[string]string{"format": "pt"}
 	for _, t := range m.Tensors(p) {
-		switch d := any(t.Data).(type) {
-		case []float32:
-			f.SetF32(t.Name, t.Shape, d)
-		case []float64:
-			f.SetF64(t.Name, t.Shape, d)
-		}
+		safetensors.Set(f, t.Name, t.Shape, t.Data)
 	}
 	weights, err := f.MarshalBinary()
 	if err != nil {
@@ -92,11 +92,16 @@ func ReadKind(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("model: %w", err)
 	}
+	return kindOf(dir, data)
+}
+
+// kindOf is ReadKind of dir, whose config.json holds data.
+func kindOf(dir string, data []byte) (string, error) {
 	var c struct {
 		Kind string `json:"attnlab_kind"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return "", fmt.Errorf("model: %s: %w", filepath.Join(dir, ConfigFile), err)
+		return "", fmt.Errorf("model: %s: %w", filepath.Join(dir, ConfigFile), jsonerr.Describe(err))
 	}
 	if c.Kind != "" {
 		return c.Kind, nil
@@ -116,32 +121,74 @@ func CheckKind(dir, want string) error {
 	if err != nil {
 		return err
 	}
+	return wantKind(dir, got, want)
+}
+
+func wantKind(dir, got, want string) error {
 	if got != want {
 		return fmt.Errorf("model: %s holds a %s checkpoint, not a %s", dir, got, want)
 	}
 	return nil
 }
 
-// LoadLM is Load for a language model: it refuses a checkpoint of another
-// kind (a dual encoder's weights would "generate" gibberish).
-func LoadLM[T nn.Float](dir string) (*Model[T], *Params[T], error) {
-	if err := CheckKind(dir, KindLM); err != nil {
-		return nil, nil, err
-	}
-	return Load[T](dir)
+// LM is a language model's checkpoint loaded whole: the model, its
+// weights, and its tokenizer, whose ids are exactly the model's
+// vocabulary.
+type LM[T nn.Float] struct {
+	*Model[T]
+	Params *Params[T]
+	Tok    *tokenizer.Tokenizer
 }
 
-// Load reads a checkpoint directory written by Save, Convert or Hugging
-// Face (config.json and model.safetensors, F32, F64, BF16 or F16; the
-// half-precision values convert exactly). Every expected tensor
-// must be present with its shape, and no other tensor may be; every value
-// must be finite in T (a NaN, an infinity, or an F64 value beyond float32 is
-// refused). Errors name the file and the tensor or field, and the first
-// element that is not finite.
-func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
+// LoadLM reads a language model's checkpoint folder with its tokenizer
+// (TokenizerFile). It refuses a checkpoint of another kind (a dual
+// encoder's weights would "generate" gibberish) and a tokenizer whose ids
+// are not the model's vocabulary, with an error naming the folder.
+func LoadLM[T nn.Float](dir string) (*LM[T], error) {
+	m, p, err := LoadKind[T](dir, KindLM)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := LoadTokenizer(dir, m.Config)
+	if err != nil {
+		return nil, err
+	}
+	if tok.VocabSize() != m.Config.VocabSize {
+		return nil, fmt.Errorf("model: %s: the tokenizer has %d tokens, the model %d", dir, tok.VocabSize(), m.Config.VocabSize)
+	}
+	return &LM[T]{Model: m, Params: p, Tok: tok}, nil
+}
+
+// LoadTokenizer reads the tokenizer of the checkpoint folder dir, whose
+// model cfg must read every id it writes: one with more ids than
+// cfg.VocabSize is refused naming dir.
+func LoadTokenizer(dir string, cfg Config) (*tokenizer.Tokenizer, error) {
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if tok.VocabSize() > cfg.VocabSize {
+		return nil, fmt.Errorf("model: %s: the tokenizer has %d tokens, the model %d", dir, tok.VocabSize(), cfg.VocabSize)
+	}
+	return tok, nil
+}
+
+// LoadKind is Load for a checkpoint of kind (KindLM, KindDualEncoder,
+// KindReranker; "" any): it refuses one of another kind, naming both,
+// reading config.json once.
+func LoadKind[T nn.Float](dir, kind string) (*Model[T], *Params[T], error) {
 	data, err := readConfigFile(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: %w", err)
+	}
+	if kind != "" {
+		got, err := kindOf(dir, data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := wantKind(dir, got, kind); err != nil {
+			return nil, nil, err
+		}
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {
@@ -163,6 +210,17 @@ func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
 	return m, p, nil
 }
 
+// Load reads a checkpoint directory written by Save, Convert or Hugging
+// Face (config.json and model.safetensors, F32, F64, BF16 or F16; the
+// half-precision values convert exactly). Every expected tensor
+// must be present with its shape, and no other tensor may be; every value
+// must be finite in T (a NaN, an infinity, or an F64 value beyond float32 is
+// refused). Errors name the file and the tensor or field, and the first
+// element that is not finite.
+func Load[T nn.Float](dir string) (*Model[T], *Params[T], error) {
+	return LoadKind[T](dir, "")
+}
+
 // assign copies the tensors of f into p, checking names and shapes.
 func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 	want := map[string]bool{}
@@ -181,9 +239,7 @@ func (m *Model[T]) assign(p *Params[T], f *safetensors.File) error {
 		if !slices.Equal(shape, t.Shape) {
 			return fmt.Errorf("tensor %q has shape %v, the config implies %v", t.Name, shape, t.Shape)
 		}
-		for i, v := range x {
-			t.Data[i] = T(v)
-		}
+		copy(t.Data, vec.Convert[T](x))
 		if i := vec.NonFinite(t.Data); i >= 0 {
 			return nonFinite(t.Name, t.Shape, i, float64(t.Data[i]), x[i])
 		}

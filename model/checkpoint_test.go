@@ -173,3 +173,12 @@ func TestLoadRefusesNonFiniteWeights(t *testing.T) {
 		t.Errorf("finite weights: %v", err)
 	}
 }
+
+// TestConfigTypeErrorsInWords: a config.json field of the wrong JSON type
+// is named with what it holds and what it should, not with Go's types.
+func TestConfigTypeErrorsInWords(t *testing.T) {
+	_, err := ParseConfig([]byte(`{"hidden_size": "x"}`))
+	if err == nil || !strings.Contains(err.Error(), "field hidden_size: a string, want an integer") || strings.Contains(err.Error(), "Go struct") {
+		t.Errorf("ParseConfig: %v", err)
+	}
+}

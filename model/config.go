@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/internal/readlimit"
 )
@@ -200,7 +201,7 @@ func ParseConfig(data []byte) (Config, error) {
 		RopeScaling   any    `json:"rope_scaling"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
-		return Config{}, fmt.Errorf("model: config.json: %w", err)
+		return Config{}, fmt.Errorf("model: config.json: %w", jsonerr.Describe(err))
 	}
 	// LlamaConfig's defaults for the fields a config may leave out:
 	// num_key_value_heads = num_attention_heads (no GQA),
@@ -209,7 +210,7 @@ func ParseConfig(data []byte) (Config, error) {
 	type plain Config
 	c := plain{MaxPositionEmbeddings: 2048, RMSNormEps: 1e-6, RopeTheta: 10000, NumKeyValueHeads: -1}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return Config{}, fmt.Errorf("model: config.json: %w", err)
+		return Config{}, fmt.Errorf("model: config.json: %w", jsonerr.Describe(err))
 	}
 	if c.NumKeyValueHeads == -1 {
 		c.NumKeyValueHeads = c.NumAttentionHeads

@@ -21,7 +21,12 @@ type Sampling struct {
 	TopP              float64 // keep the smallest set whose probability reaches P (0 or 1: all)
 	RepetitionPenalty float64 // > 1 discourages tokens seen in the window (CTRL's rule: positive logits divided, negative multiplied); 0 or 1: off
 	RepetitionWindow  int     // how many recent tokens the penalty looks at (0: all)
-	Seed              uint64  // each row draws from its own generator seeded with Seed and the row
+	// NoRepeatNGram > 0 bans a token that would complete an n-gram of
+	// that many tokens already in the row (prompt and new tokens), as
+	// Hugging Face's no_repeat_ngram_size: a loop of N tokens or more
+	// cannot start over. 0: off.
+	NoRepeatNGram int
+	Seed          uint64 // each row draws from its own generator seeded with Seed and the row
 }
 
 // Validate reports a setting out of range, naming the flag-like field.
@@ -37,6 +42,8 @@ func (s Sampling) Validate() error {
 		return fmt.Errorf("model: repetition penalty %v, want a finite value >= 0", s.RepetitionPenalty)
 	case s.RepetitionWindow < 0:
 		return fmt.Errorf("model: repetition window %d, want >= 0", s.RepetitionWindow)
+	case s.NoRepeatNGram < 0 || s.NoRepeatNGram == 1:
+		return fmt.Errorf("model: no-repeat n-gram %d, want 0 (off) or >= 2", s.NoRepeatNGram)
 	}
 	return nil
 }
@@ -61,6 +68,9 @@ func (s Sampling) Pick(logits []float64, history []int, r *rand.Rand) int {
 				}
 			}
 		}
+	}
+	if s.NoRepeatNGram > 0 {
+		banNGrams(z, history, s.NoRepeatNGram)
 	}
 	if s.Temperature == 0 {
 		best := 0
@@ -111,6 +121,35 @@ func (s Sampling) Pick(logits []float64, history []int, r *rand.Rand) int {
 	return ids[len(ids)-1]
 }
 
+// banNGrams sets to −∞ the logit of every token that would complete an
+// n-gram already in history, unless that leaves no finite logit (then z is
+// left as it was: a ban never leaves nothing to choose).
+func banNGrams(z []float64, history []int, n int) {
+	if len(history) < n {
+		return
+	}
+	suffix := history[len(history)-(n-1):]
+	var banned []int
+	for i := 0; i+n-1 < len(history); i++ {
+		if t := history[i+n-1]; t >= 0 && t < len(z) && !math.IsInf(z[t], -1) && slices.Equal(history[i:i+n-1], suffix) {
+			banned = append(banned, t)
+		}
+	}
+	if len(banned) == 0 {
+		return
+	}
+	saved := make([]float64, len(banned))
+	for i, t := range banned {
+		saved[i], z[t] = z[t], math.Inf(-1)
+	}
+	if slices.ContainsFunc(z, func(v float64) bool { return !math.IsInf(v, -1) && !math.IsNaN(v) }) {
+		return
+	}
+	for i, t := range banned {
+		z[t] = saved[i]
+	}
+}
+
 // GenerateOptions configures Generate.
 type GenerateOptions struct {
 	MaxNew   int // tokens to generate per row at most
@@ -122,6 +161,10 @@ type GenerateOptions struct {
 	// prompt's last token back and asks for a first token that begins with
 	// its text (tokenizer.Tokenizer.Extending).
 	First [][]int
+	// Stop, when not nil, is called after emit with each new token of a
+	// row, the last included; true ends the row there (a stop string
+	// appeared in its text).
+	Stop func(row, token int) bool
 }
 
 // CheckGenerate returns the error of Generate for prompts continued by
@@ -247,7 +290,8 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 			if emit != nil {
 				emit(r, tok)
 			}
-			if tok == o.EOS || len(out[r]) == o.MaxNew {
+			stop := o.Stop != nil && o.Stop(r, tok)
+			if tok == o.EOS || len(out[r]) == o.MaxNew || stop {
 				done[r] = true
 				continue
 			}

@@ -188,3 +188,83 @@ func TestGenerateRefusesNonFiniteLogits(t *testing.T) {
 		t.Errorf("%d tokens emitted from non-finite logits", emitted)
 	}
 }
+
+// TestPickGreedyIsArgmax: temperature 0 without a penalty or an n-gram ban
+// is exactly the argmax of the logits (first of equals), whatever the
+// history.
+func TestPickGreedyIsArgmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for trial := range 500 {
+		logits := make([]float64, 1+r.IntN(50))
+		for i := range logits {
+			logits[i] = float64(r.IntN(7)) // ties on purpose
+		}
+		history := make([]int, r.IntN(20))
+		for i := range history {
+			history[i] = r.IntN(len(logits))
+		}
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		for _, s := range []Sampling{{}, {RepetitionPenalty: 1, RepetitionWindow: 64, TopK: 3, TopP: 0.5}} {
+			if got := s.Pick(logits, history, r); got != best {
+				t.Fatalf("trial %d, %+v: picked %d, the argmax is %d", trial, s, got, best)
+			}
+		}
+	}
+}
+
+// TestPickBansRepeatedNGrams: with NoRepeatNGram n, a token that would
+// complete an n-gram already in the history is never picked, greedy or
+// sampled; one that completes a new n-gram is; when the ban would leave
+// nothing, it is lifted.
+func TestPickBansRepeatedNGrams(t *testing.T) {
+	logits := []float64{0, 1, 2, 9, 3} // 3 is the favourite, 4 the next
+	history := []int{1, 2, 3, 0, 1, 2} // "1 2" was followed by 3
+	if got := (Sampling{}).Pick(logits, history, nil); got != 3 {
+		t.Fatalf("without the ban: %d, want 3", got)
+	}
+	if got := (Sampling{NoRepeatNGram: 3}).Pick(logits, history, nil); got != 4 {
+		t.Errorf("3-gram ban: %d, want 4 (1 2 3 was seen)", got)
+	}
+	if got := (Sampling{NoRepeatNGram: 4}).Pick(logits, history, nil); got != 3 {
+		t.Errorf("4-gram ban: %d, want 3 (0 1 2 3 was never seen)", got)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	for range 300 {
+		if got := (Sampling{NoRepeatNGram: 2, Temperature: 2}).Pick(logits, history, r); got == 3 {
+			t.Fatalf("sampled with a 2-gram ban: picked 3, which followed 2 before")
+		}
+	}
+	// every candidate banned: the ban is lifted
+	if got := (Sampling{NoRepeatNGram: 2}).Pick([]float64{1, 5}, []int{0, 1, 0, 0}, nil); got != 1 {
+		t.Errorf("a ban of every token: %d, want the unbanned argmax 1", got)
+	}
+	if err := (Sampling{NoRepeatNGram: 1}).Validate(); err == nil {
+		t.Error("a 1-gram ban (no token may ever repeat) was accepted")
+	}
+}
+
+// TestGenerateStop: a row ends after the token Stop says so of, the other
+// rows going on.
+func TestGenerateStop(t *testing.T) {
+	m, _ := New[float64](tinyConfig(false))
+	p := m.NewParams()
+	m.Init(p, 0.5, 7)
+	prompts := [][]int{{3, 9, 4}, {5}}
+	free, _ := m.Generate(context.Background(), p, prompts, GenerateOptions{MaxNew: 6, EOS: -1}, nil)
+	n := 0
+	stop := func(row, tok int) bool {
+		if row == 0 {
+			n++
+		}
+		return row == 0 && n == 2
+	}
+	got, err := m.Generate(context.Background(), p, prompts, GenerateOptions{MaxNew: 6, EOS: -1, Stop: stop}, nil)
+	if err != nil || fmt.Sprint(got[0]) != fmt.Sprint(free[0][:2]) || fmt.Sprint(got[1]) != fmt.Sprint(free[1]) {
+		t.Errorf("stopped after row 0's second token: %v (%v), want %v and %v", got, err, free[0][:2], free[1])
+	}
+}

@@ -96,7 +96,7 @@ func TestCheckpointKinds(t *testing.T) {
 	if k, err := ReadKind(dir); err != nil || k != KindDualEncoder {
 		t.Errorf("kind %q, %v", k, err)
 	}
-	if _, _, err := LoadLM[float32](dir); err == nil || !strings.Contains(err.Error(), "dual-encoder") {
+	if _, err := LoadLM[float32](dir); err == nil || !strings.Contains(err.Error(), "dual-encoder") {
 		t.Errorf("LoadLM of a dual encoder: %v", err)
 	}
 	// a checkpoint written elsewhere, without the field, is a language model

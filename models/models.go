@@ -35,3 +35,23 @@ func Dir(name string) (string, error) {
 	}
 	return extract(sub, name, cacheRoot())
 }
+
+// Cache returns the folder the shipped models are extracted into: attnlab/models
+// in the user's cache directory ($XDG_CACHE_HOME, ~/.cache), or in the
+// temporary directory when there is none.
+func Cache() string { return cacheRoot() }
+
+// Shipped returns the names of the models this build ships.
+func Shipped() []string {
+	entries, err := fs.ReadDir(weights, "weights")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}

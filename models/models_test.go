@@ -17,7 +17,7 @@ func TestShippedModelsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := model.LoadLM[float32](lm); err != nil {
+	if _, err := model.LoadLM[float32](lm); err != nil {
 		t.Errorf("language model: %v", err)
 	}
 	enc, err := models.Dir(models.Encoder)

@@ -1,7 +1,13 @@
-// Package nn implements the layers of a Llama-style decoder other than
-// attention, each as a Forward and Backward pair with a hand-derived
-// gradient: Linear, Embedding, RMSNorm, SiLUMul and the SwiGLU MLP built from
-// them, RoPE and CrossEntropy.
+// Package nn implements the ops other than attention, each as a Forward and
+// Backward pair with a hand-derived gradient:
+//
+//   - the layers of a Llama-style decoder: Linear, Embedding, RMSNorm,
+//     SiLUMul and the SwiGLU MLP built from them, RoPE, and the
+//     CrossEntropy of its language-model head;
+//   - the heads of the code retriever: MeanPool and L2Norm (a sequence to a
+//     unit vector), the InfoNCE loss of a dual encoder and Head, their
+//     composition that retrieve/dense trains; PairPool and the Listwise
+//     score and loss of a cross-encoder reranker (retrieve/rerank).
 //
 // Each op is a small value type that holds hyper-parameters only (sizes, ε,
 // the RoPE base), never buffers. Its methods take row-major slices plus
@@ -26,6 +32,15 @@
 //	SwiGLU        x, y (n, D), wGate, wUp (F, D), wDown (D, F), a, u, h (n, F)
 //	RoPE          x, y (B, H, T, D), pos (B, T)                  x[((b*H+h)*T+t)*D+d], pos[b*T+t]
 //	CrossEntropy  logits, probs (n, V), targets (n)              logits[i*V+v]
+//	MeanPool      x (B, Tn, D), valid (B·Tn), out (B, D)         x[(b*Tn+t)*D+d]
+//	L2Norm        x, y (n, D), norm (n)
+//	InfoNCE       q (B, D), d (N, D), mask and S (B, N)          S[i*N+j]
+//	Head          xq (B, Tq, D), xd (N, Td, D): MeanPool, L2Norm, InfoNCE
+//	PairPool      x (B, Tn, D), nq (B), valid (B·Tn), f (B, D)
+//	Listwise      p (G, K, D), w (D), valid and s (G, K)         s[g*K+k]
+//
+// B counts sequences (queries), N documents, Tn, Tq, Td tokens per
+// sequence, G query groups of K candidates each (the positive first).
 //
 // RoPE works on one projection reshaped to the attention layout, with D the
 // head dimension and H the number of heads (query or key/value heads).
@@ -72,6 +87,15 @@
 //	SwiGLU    y = (silu(x wGateᵀ) ⊙ (x wUpᵀ)) wDownᵀ   silu'(a) = σ(a)(1 + a(1 − σ(a)))
 //	Linear    y = x wᵀ + b   dx = dy w   dw = dyᵀ x   db = Σ_rows dy
 //
+// The retrieval heads, with τ the temperature and the masked and invalid
+// entries left out of every denominator (their gradient is exactly zero):
+//
+//	MeanPool  out[b] = mean of x[b,t] over the valid t
+//	L2Norm    y = x / max(‖x‖, Eps)   dx = (dy − y·(y·dy)) / ‖x‖   (dy / Eps where ‖x‖ ≤ Eps)
+//	InfoNCE   S = q dᵀ/τ   L = mean_i (logsumexp_j S[i,j] − S[i,i]) (and the column direction with Symmetric)
+//	PairPool  f = unit(mean of the query's tokens) ⊙ unit(mean of the code's)
+//	Listwise  s[g,k] = w·p[g,k]   L = mean_g (logsumexp_k s[g,k] − s[g,0])
+//
 // CrossEntropy averages over the rows whose target is not IgnoreIndex
 // (DefaultIgnoreIndex = −100, PyTorch's default) and returns loss 0 with
 // count 0, not NaN, when every row is ignored.
@@ -91,4 +115,8 @@
 //   - [5] bloc97, NTK-Aware Scaled RoPE allows LLaMA models to have extended (8k+) context size
 //     without any fine-tuning and minimal perplexity degradation, 2023.
 //   - [6] Touvron et al., LLaMA: Open and Efficient Foundation Language Models, 2023.
+//   - [7] van den Oord et al., Representation Learning with Contrastive Predictive Coding, 2018 (InfoNCE).
+//   - [8] Karpukhin et al., Dense Passage Retrieval for Open-Domain Question Answering, 2020.
+//   - [9] Nogueira and Cho, Passage Re-ranking with BERT, 2019; Gao et al., Rethink Training of BERT
+//     Rerankers in Multi-Stage Retrieval Pipeline, 2021 (localised contrastive estimation).
 package nn

@@ -8,7 +8,9 @@ package nn
 //	L = InfoNCE(q, d, τ, mask)
 //
 // for B queries of Tq tokens and N documents of Td tokens. The lab checks
-// the same composition (checks.InfoNCE) with finite differences.
+// Head itself (checks.InfoNCE) with finite differences; retrieve/dense
+// trains with it, pooling each sequence at its own length and calling
+// ForwardPooled and BackwardPooled.
 type Head[T Float] struct {
 	Loss   InfoNCE[T]
 	Tq, Td int // tokens per query and per document
@@ -43,10 +45,19 @@ func (h Head[T]) NewActs() *HeadActs[T] {
 func (h Head[T]) Forward(a *HeadActs[T], xq []T, validQ []bool, xd []T, validD []bool, tau T, mask []bool) T {
 	B, N, D := h.Loss.B, h.Loss.N, h.Loss.D
 	pool := MeanPool[T]{D: D}
-	norm := L2Norm[T]{D: D, Eps: h.Eps}
 	// pass 1: one vector per sequence
 	pool.Forward(a.PQ, xq, validQ, B, h.Tq)
 	pool.Forward(a.PD, xd, validD, N, h.Td)
+	return h.ForwardPooled(a, tau, mask)
+}
+
+// ForwardPooled is Forward from the pooled vectors a.PQ (B, D) and a.PD
+// (N, D), which the caller has filled: the head of a trainer whose
+// sequences each have a length of their own (retrieve/dense), pooled one
+// by one.
+func (h Head[T]) ForwardPooled(a *HeadActs[T], tau T, mask []bool) T {
+	B, N, D := h.Loss.B, h.Loss.N, h.Loss.D
+	norm := L2Norm[T]{D: D, Eps: h.Eps}
 	// pass 2: unit vectors, so that q·d is the cosine
 	norm.Forward(a.Q, a.NQ, a.PQ, B)
 	norm.Forward(a.D, a.ND, a.PD, N)
@@ -60,17 +71,25 @@ func (h Head[T]) Forward(a *HeadActs[T], xq []T, validQ []bool, xd []T, validD [
 func (h Head[T]) Backward(dxq, dxd []T, dtau *T, dloss T, a *HeadActs[T], validQ, validD []bool, tau T, mask []bool) {
 	B, N, D := h.Loss.B, h.Loss.N, h.Loss.D
 	pool := MeanPool[T]{D: D}
+	clear(a.dpq)
+	clear(a.dpd)
+	h.BackwardPooled(a.dpq, a.dpd, dtau, dloss, a, tau, mask)
+	// forward was: pq = meanpool(xq), pd = meanpool(xd)
+	pool.Backward(dxq, a.dpq, validQ, B, h.Tq)
+	pool.Backward(dxd, a.dpd, validD, N, h.Td)
+}
+
+// BackwardPooled is Backward down to the pooled vectors: it adds dloss
+// times the gradients into dpq (B, D), dpd (N, D) and *dtau, given the
+// activations ForwardPooled saved. Callers zero dpq and dpd.
+func (h Head[T]) BackwardPooled(dpq, dpd []T, dtau *T, dloss T, a *HeadActs[T], tau T, mask []bool) {
+	B, N, D := h.Loss.B, h.Loss.N, h.Loss.D
 	norm := L2Norm[T]{D: D, Eps: h.Eps}
 	// forward was: L = InfoNCE(q, d, τ)
 	clear(a.dq)
 	clear(a.dd)
 	h.Loss.Backward(a.dq, a.dd, dtau, dloss, a.Q, a.D, tau, mask, a.Loss)
 	// forward was: q = normalise(pq), d = normalise(pd)
-	clear(a.dpq)
-	clear(a.dpd)
-	norm.Backward(a.dpq, a.dq, a.Q, a.NQ, B)
-	norm.Backward(a.dpd, a.dd, a.D, a.ND, N)
-	// forward was: pq = meanpool(xq), pd = meanpool(xd)
-	pool.Backward(dxq, a.dpq, validQ, B, h.Tq)
-	pool.Backward(dxd, a.dpd, validD, N, h.Td)
+	norm.Backward(dpq, a.dq, a.Q, a.NQ, B)
+	norm.Backward(dpd, a.dd, a.D, a.ND, N)
 }

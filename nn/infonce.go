@@ -155,7 +155,7 @@ func (c InfoNCE[T]) Forward(a *InfoNCEActs[T], q, d []T, tau T, mask []bool) T {
 func (c InfoNCE[T]) Backward(dq, dd []T, dtau *T, dloss T, q, d []T, tau T, mask []bool, a *InfoNCEActs[T]) {
 	c.check("InfoNCE.Backward", a, q, d, tau, mask)
 	if len(dq) != len(q) || len(dd) != len(d) {
-		panic(fmt.Sprintf("retrieve: InfoNCE.Backward: len(dq) = %d, len(dd) = %d, want B*D = %d and N*D = %d", len(dq), len(dd), len(q), len(d)))
+		panic(fmt.Sprintf("nn: InfoNCE.Backward: len(dq) = %d, len(dd) = %d, want B*D = %d and N*D = %d", len(dq), len(dd), len(q), len(d)))
 	}
 	B, N, D := c.B, c.N, c.D
 	w := dloss / T(B)
@@ -209,19 +209,19 @@ func (c InfoNCE[T]) check(op string, a *InfoNCEActs[T], q, d []T, tau T, mask []
 	B, N, D := c.B, c.N, c.D
 	switch {
 	case B < 1 || N < B || D < 1:
-		panic(fmt.Sprintf("retrieve: %s: B = %d, N = %d, D = %d: want 1 <= B <= N and D >= 1", op, B, N, D))
+		panic(fmt.Sprintf("nn: %s: B = %d, N = %d, D = %d: want 1 <= B <= N and D >= 1", op, B, N, D))
 	case !(tau > 0) || math.IsInf(float64(tau), 0):
-		panic(fmt.Sprintf("retrieve: %s: τ = %v, want a finite τ > 0", op, tau))
+		panic(fmt.Sprintf("nn: %s: τ = %v, want a finite τ > 0", op, tau))
 	case len(q) != B*D || len(d) != N*D:
-		panic(fmt.Sprintf("retrieve: %s: len(q) = %d, len(d) = %d, want B*D = %d and N*D = %d", op, len(q), len(d), B*D, N*D))
+		panic(fmt.Sprintf("nn: %s: len(q) = %d, len(d) = %d, want B*D = %d and N*D = %d", op, len(q), len(d), B*D, N*D))
 	case mask != nil && len(mask) != B*N:
-		panic(fmt.Sprintf("retrieve: %s: len(mask) = %d, want B*N = %d", op, len(mask), B*N))
+		panic(fmt.Sprintf("nn: %s: len(mask) = %d, want B*N = %d", op, len(mask), B*N))
 	case len(a.S) != B*N || len(a.P) != B*N || len(a.DS) != B*N || c.Symmetric && len(a.PC) != B*B:
-		panic(fmt.Sprintf("retrieve: %s: activations of the wrong size (see NewActs)", op))
+		panic(fmt.Sprintf("nn: %s: activations of the wrong size (see NewActs)", op))
 	}
 	for i := range B {
 		if mask != nil && mask[i*N+i] {
-			panic(fmt.Sprintf("retrieve: %s: mask[%d, %d] is set: the positive of query %d is masked", op, i, i, i))
+			panic(fmt.Sprintf("nn: %s: mask[%d, %d] is set: the positive of query %d is masked", op, i, i, i))
 		}
 	}
 }
@@ -232,3 +232,15 @@ func (c InfoNCE[T]) check(op string, a *InfoNCEActs[T], q, d []T, tau T, mask []
 // of a code document is its text up to white space, say). The positive
 // itself is never masked.
 //
+// It panics if B > len(keys) or len(dst) != B·len(keys).
+func DuplicateMask(dst []bool, keys []string, B int) {
+	N := len(keys)
+	if B > N || len(dst) != B*N {
+		panic(fmt.Sprintf("nn: DuplicateMask: B = %d, %d keys, len(dst) = %d: want B <= N and len(dst) = B*N", B, N, len(dst)))
+	}
+	for i := range B {
+		for j, k := range keys {
+			dst[i*N+j] = j != i && k == keys[i]
+		}
+	}
+}

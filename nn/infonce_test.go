@@ -165,3 +165,15 @@ func TestMeanPoolEmptySequence(t *testing.T) {
 		t.Errorf("out = %v, want [2 3 0 0]", out)
 	}
 }
+
+func TestDuplicateMask(t *testing.T) {
+	keys := []string{"x", "y", "x", "x"}
+	m := make([]bool, 2*4)
+	DuplicateMask(m, keys, 2)
+	want := []bool{false, false, true, true, false, false, false, false}
+	for i := range m {
+		if m[i] != want[i] {
+			t.Fatalf("mask %v, want %v", m, want)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (l Listwise[T]) NewActs() *ListwiseActs[T] {
 // It panics if a slice has the wrong length.
 func (l Listwise[T]) Score(s, p, w []T, n int) {
 	if len(s) != n || len(p) != n*l.D || len(w) != l.D {
-		panic(fmt.Sprintf("retrieve: Listwise.Score: len(s) = %d, len(p) = %d, len(w) = %d, want n = %d, n*D = %d, D = %d",
+		panic(fmt.Sprintf("nn: Listwise.Score: len(s) = %d, len(p) = %d, len(w) = %d, want n = %d, n*D = %d, D = %d",
 			len(s), len(p), len(w), n, n*l.D, l.D))
 	}
 	D := l.D
@@ -118,7 +118,7 @@ func (l Listwise[T]) Forward(a *ListwiseActs[T], p, w []T, valid []bool) T {
 func (l Listwise[T]) Backward(dp, dw []T, dloss T, p, w []T, valid []bool, a *ListwiseActs[T]) {
 	l.check("Listwise.Backward", a, p, w, valid)
 	if len(dp) != len(p) || len(dw) != len(w) {
-		panic(fmt.Sprintf("retrieve: Listwise.Backward: len(dp) = %d, len(dw) = %d, want %d and %d", len(dp), len(dw), len(p), len(w)))
+		panic(fmt.Sprintf("nn: Listwise.Backward: len(dp) = %d, len(dw) = %d, want %d and %d", len(dp), len(dw), len(p), len(w)))
 	}
 	G, K, D := l.G, l.K, l.D
 	// forward was: L = (1/G) Σ_g (log Σ_k e^s[g,k] − s[g,0]); its derivative
@@ -152,17 +152,17 @@ func (l Listwise[T]) check(op string, a *ListwiseActs[T], p, w []T, valid []bool
 	G, K, D := l.G, l.K, l.D
 	switch {
 	case G < 1 || K < 1 || D < 1:
-		panic(fmt.Sprintf("retrieve: %s: G = %d, K = %d, D = %d: want all >= 1", op, G, K, D))
+		panic(fmt.Sprintf("nn: %s: G = %d, K = %d, D = %d: want all >= 1", op, G, K, D))
 	case len(p) != G*K*D || len(w) != D:
-		panic(fmt.Sprintf("retrieve: %s: len(p) = %d, len(w) = %d, want G*K*D = %d and D = %d", op, len(p), len(w), G*K*D, D))
+		panic(fmt.Sprintf("nn: %s: len(p) = %d, len(w) = %d, want G*K*D = %d and D = %d", op, len(p), len(w), G*K*D, D))
 	case valid != nil && len(valid) != G*K:
-		panic(fmt.Sprintf("retrieve: %s: len(valid) = %d, want G*K = %d", op, len(valid), G*K))
+		panic(fmt.Sprintf("nn: %s: len(valid) = %d, want G*K = %d", op, len(valid), G*K))
 	case len(a.S) != G*K || len(a.P) != G*K || len(a.DS) != G*K:
-		panic(fmt.Sprintf("retrieve: %s: activations of the wrong size (see NewActs)", op))
+		panic(fmt.Sprintf("nn: %s: activations of the wrong size (see NewActs)", op))
 	}
 	for g := range G {
 		if valid != nil && !valid[g*K] {
-			panic(fmt.Sprintf("retrieve: %s: valid[%d, 0] is false: the positive of group %d is masked", op, g, g))
+			panic(fmt.Sprintf("nn: %s: valid[%d, 0] is false: the positive of group %d is masked", op, g, g))
 		}
 	}
 }

@@ -144,14 +144,14 @@ func (p PairPool[T]) check(op string, a *PairPoolActs[T], f, x []T, nq []int, va
 	D := p.D
 	switch {
 	case D < 1 || Tn < 1 || B < 0:
-		panic(fmt.Sprintf("retrieve: %s: D = %d, Tn = %d, B = %d: want D, Tn >= 1 and B >= 0", op, D, Tn, B))
+		panic(fmt.Sprintf("nn: %s: D = %d, Tn = %d, B = %d: want D, Tn >= 1 and B >= 0", op, D, Tn, B))
 	case len(f) != B*D || len(x) != B*Tn*D || len(nq) != B:
-		panic(fmt.Sprintf("retrieve: %s: %d feature values, %d token values, %d query lengths: want B*D = %d, B*Tn*D = %d, B = %d",
+		panic(fmt.Sprintf("nn: %s: %d feature values, %d token values, %d query lengths: want B*D = %d, B*Tn*D = %d, B = %d",
 			op, len(f), len(x), len(nq), B*D, B*Tn*D, B))
 	case valid != nil && len(valid) != B*Tn:
-		panic(fmt.Sprintf("retrieve: %s: len(valid) = %d, want B*Tn = %d", op, len(valid), B*Tn))
+		panic(fmt.Sprintf("nn: %s: len(valid) = %d, want B*Tn = %d", op, len(valid), B*Tn))
 	case len(a.U) != B*D || len(a.V) != B*D || len(a.NQ) != B || len(a.NC) != B:
-		panic(fmt.Sprintf("retrieve: %s: activations of the wrong size (see NewActs)", op))
+		panic(fmt.Sprintf("nn: %s: activations of the wrong size (see NewActs)", op))
 	}
 	for b := range B {
 		nc := 0
@@ -161,7 +161,7 @@ func (p PairPool[T]) check(op string, a *PairPoolActs[T], f, x []T, nq []int, va
 			}
 		}
 		if nq[b] < 1 || nq[b]+1 >= Tn || nc == 0 || valid != nil && !valid[b*Tn+nq[b]-1] {
-			panic(fmt.Sprintf("retrieve: %s: sequence %d: %d query tokens and %d code tokens in %d: want at least one of each around the separator", op, b, nq[b], nc, Tn))
+			panic(fmt.Sprintf("nn: %s: sequence %d: %d query tokens and %d code tokens in %d: want at least one of each around the separator", op, b, nq[b], nc, Tn))
 		}
 	}
 }

@@ -91,13 +91,13 @@ func (p MeanPool[T]) Backward(dx, dout []T, valid []bool, B, Tn int) {
 func (p MeanPool[T]) check(op, outName string, out, x []T, valid []bool, B, Tn int) {
 	switch {
 	case p.D < 1 || Tn < 1 || B < 0:
-		panic(fmt.Sprintf("retrieve: %s: D = %d, Tn = %d, B = %d: want D, Tn >= 1 and B >= 0", op, p.D, Tn, B))
+		panic(fmt.Sprintf("nn: %s: D = %d, Tn = %d, B = %d: want D, Tn >= 1 and B >= 0", op, p.D, Tn, B))
 	case len(out) != B*p.D:
-		panic(fmt.Sprintf("retrieve: %s: len(%s) = %d, want B*D = %d", op, outName, len(out), B*p.D))
+		panic(fmt.Sprintf("nn: %s: len(%s) = %d, want B*D = %d", op, outName, len(out), B*p.D))
 	case len(x) != B*Tn*p.D:
-		panic(fmt.Sprintf("retrieve: %s: token tensor has %d values, want B*Tn*D = %d", op, len(x), B*Tn*p.D))
+		panic(fmt.Sprintf("nn: %s: token tensor has %d values, want B*Tn*D = %d", op, len(x), B*Tn*p.D))
 	case valid != nil && len(valid) != B*Tn:
-		panic(fmt.Sprintf("retrieve: %s: len(valid) = %d, want B*Tn = %d", op, len(valid), B*Tn))
+		panic(fmt.Sprintf("nn: %s: len(valid) = %d, want B*Tn = %d", op, len(valid), B*Tn))
 	}
 }
 
@@ -148,7 +148,7 @@ func (l L2Norm[T]) Forward(y, norm, x []T, n int) {
 func (l L2Norm[T]) Backward(dx, dy, y, norm []T, n int) {
 	l.check("L2Norm.Backward", dy, norm, y, n)
 	if len(dx) != n*l.D {
-		panic(fmt.Sprintf("retrieve: L2Norm.Backward: len(dx) = %d, want n*D = %d", len(dx), n*l.D))
+		panic(fmt.Sprintf("nn: L2Norm.Backward: len(dx) = %d, want n*D = %d", len(dx), n*l.D))
 	}
 	D := l.D
 	for i := range n {
@@ -179,12 +179,12 @@ func (l L2Norm[T]) Backward(dx, dy, y, norm []T, n int) {
 func (l L2Norm[T]) check(op string, y, norm, x []T, n int) {
 	switch {
 	case l.D < 1 || n < 0:
-		panic(fmt.Sprintf("retrieve: %s: D = %d, n = %d: want D >= 1 and n >= 0", op, l.D, n))
+		panic(fmt.Sprintf("nn: %s: D = %d, n = %d: want D >= 1 and n >= 0", op, l.D, n))
 	case !(l.Eps >= 0):
-		panic(fmt.Sprintf("retrieve: %s: Eps = %v, want >= 0", op, l.Eps))
+		panic(fmt.Sprintf("nn: %s: Eps = %v, want >= 0", op, l.Eps))
 	case len(y) != n*l.D || len(x) != n*l.D:
-		panic(fmt.Sprintf("retrieve: %s: rows of %d and %d values, want n*D = %d", op, len(y), len(x), n*l.D))
+		panic(fmt.Sprintf("nn: %s: rows of %d and %d values, want n*D = %d", op, len(y), len(x), n*l.D))
 	case len(norm) != n:
-		panic(fmt.Sprintf("retrieve: %s: len(norm) = %d, want n = %d", op, len(norm), n))
+		panic(fmt.Sprintf("nn: %s: len(norm) = %d, want n = %d", op, len(norm), n))
 	}
 }

@@ -86,8 +86,15 @@ type SplitStats struct {
 	Pairs, Packages int
 }
 
+// The splits of a dataset, each a file of its folder (SplitFile).
+const (
+	SplitTrain = "train"
+	SplitVal   = "val"
+	SplitTest  = "test"
+)
+
 // SplitNames names the three splits in the order of Stats.Split.
-var SplitNames = [3]string{"train", "val", "test"}
+var SplitNames = [3]string{SplitTrain, SplitVal, SplitTest}
 
 // BuildDataset extracts query–code pairs from the Go source tree at src and
 // splits them by package into train, validation and test.

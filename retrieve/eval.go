@@ -33,6 +33,10 @@ type EvalOptions struct {
 	Seed       uint64 // seed of the distractor draw (default 1)
 	Workers    int    // goroutines (default GOMAXPROCS; never more than the queries)
 	NoCSN      bool   // skip the CodeSearchNet protocol (its metrics stay 0)
+	// Progress, when not nil, is called from Evaluate's goroutine with the
+	// queries handed to the workers so far (each is done or running), and
+	// with all of them at the end.
+	Progress func(done int) `json:"-"`
 }
 
 // Metrics are the results of Evaluate. The whole-corpus metrics look at the
@@ -132,11 +136,17 @@ func Evaluate(ctx context.Context, r Ranker, queries []string, nDocs int, opt Ev
 			break
 		}
 		next <- i
+		if opt.Progress != nil {
+			opt.Progress(i)
+		}
 	}
 	close(next)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return m, err
+	}
+	if opt.Progress != nil {
+		opt.Progress(len(queries))
 	}
 
 	for i := range queries {

@@ -47,11 +47,10 @@ func WriteSplits(dir string, splits ...[]Pair) ([]string, error) {
 	var paths []string
 	err := atomicfile.ReplaceDir(dir, func(tmp string) error {
 		for i, ps := range splits {
-			name := SplitNames[i] + ".jsonl"
-			if err := atomicfile.Write(filepath.Join(tmp, name), 0o644, encodePairs(ps)); err != nil {
+			if err := atomicfile.Write(SplitFile(tmp, SplitNames[i]), 0o644, encodePairs(ps)); err != nil {
 				return err
 			}
-			paths = append(paths, filepath.Join(dir, name))
+			paths = append(paths, SplitFile(dir, SplitNames[i]))
 		}
 		return nil
 	})
@@ -175,3 +174,7 @@ func parsePair(line []byte) (Pair, error) {
 	}
 	return Pair{ID: *raw.ID, Query: *raw.Query, Code: *raw.Code, Package: raw.Package, File: raw.File, Line: raw.Line}, nil
 }
+
+// SplitFile returns the file of split (one of SplitNames) in the folder
+// dir of a dataset's splits: DIR/train.jsonl.
+func SplitFile(dir, split string) string { return filepath.Join(dir, split+".jsonl") }

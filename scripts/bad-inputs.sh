@@ -74,7 +74,7 @@ for p in alpha beta gamma delta epsilon zeta eta theta; do
     for i in $(seq 1 20); do printf '\n// F%d returns twice x, or x minus one above %d.\nfunc F%d(x int) int {\n\tif x > %d {\n\t\treturn x - 1\n\t}\n\treturn x * 2\n}\n' $i $i $i $i; done
   } >"$src/$p/$p.go"
 done
-tiny="-src $src -vocab 300 -dim 16 -layers 1 -heads 2 -kv-heads 1 -ffn 32 -window 32 -batch 2 -eval-every 2 -ckpt-every 2 -quiet -val-frac 0.3"
+tiny="-src $src -vocab 300 -dim 16 -layers 1 -heads 2 -kv-heads 1 -ffn 32 -window 32 -batch 2 -eval-every 2 -save-every 2 -quiet -val-frac 0.3"
 
 echo "== usage and help"
 expect 2 'unknown command "nosuch"' -- nosuch
@@ -110,7 +110,7 @@ expect 1 'no usable Go file' -- train -src "$work/empty" -out "$work/r-empty" -q
 expect 1 'no such file' -- train -src "$work/missing" -out "$work/r-missing" -quiet
 
 echo "== one writer per folder, the truth about a run"
-"$bin" train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-lock" >/dev/null 2>&1 &
+"$bin" train $tiny -steps 100000 -save-every 100000 -eval-every 100000 -out "$work/run-lock" >/dev/null 2>&1 &
 first=$!
 for _ in $(seq 50); do [ -e "$work/run-lock/heldout.txt" ] && break; sleep 0.1; done
 expect 1 "being written by another attnlab process \(pid $first\)" -- train $tiny -steps 4 -out "$work/run-lock"
@@ -119,7 +119,7 @@ kill -TERM $first; wait $first
 expect 1 'the run was trained with other options \(-steps 4 \(now 6\)\)' -- train $tiny -steps 6 -resume -out "$work/run"
 expect 1 'no checkpoint had been saved, so nothing of the run is kept' -- train $tiny -steps 10 -lr 1e30 -out "$work/run-nan"
 [ -e "$work/run-nan" ] && { echo "FAIL a run that kept nothing left its folder"; fails=$((fails + 1)); } || echo "ok   a run that kept nothing left no folder"
-expect 1 'the last good checkpoint, step 1, is kept' -- train $tiny -steps 10 -lr 1e30 -ckpt-every 1 -out "$work/run-nan"
+expect 1 'the last good checkpoint, step 1, is kept' -- train $tiny -steps 10 -lr 1e30 -save-every 1 -out "$work/run-nan"
 expect 2 '-out ""' -- train $tiny -steps 2 -out ""
 
 echo "== the oracle never overwrites"
@@ -152,26 +152,26 @@ expect 2 'would overwrite the input .*run/checkpoint' -- ref -op decoder -in "$w
 unchanged "$work/run"
 # a held-out list over a source file it reads
 cp "$src/alpha/alpha.go" "$work/alpha.copy"
-expect 2 'would overwrite the input' -- corpus stats -std=false -dir "$src" -list-heldout "$src/alpha/alpha.go" -force
+expect 2 'would overwrite the input' -- corpus stats -std=false -corpus "$src" -list-heldout "$src/alpha/alpha.go" -force
 cmp -s "$src/alpha/alpha.go" "$work/alpha.copy" && echo "ok   a source file unchanged" || { echo "FAIL corpus stats overwrote a source file"; fails=$((fails + 1)); }
 
 echo "== retrieval"
 expect 0 '' -- retriever data -src "$src" -out "$work/retr" -quiet
 expect 2 'not empty.*-force' -- retriever data -src "$src" -out "$work/retr" -quiet
-expect 1 'holds no pairs' -- retriever eval -data /dev/null
-expect 2 'unknown system' -- retriever eval -data "$work/retr/train.jsonl" -systems bm25,tfidf
-expect 2 'needs a' -- retriever eval -data "$work/retr/train.jsonl" -model none -systems dense
+expect 1 'holds no pairs' -- retriever eval -pairs /dev/null
+expect 2 'unknown system' -- retriever eval -pairs "$work/retr/train.jsonl" -systems bm25,tfidf
+expect 2 'needs a' -- retriever eval -pairs "$work/retr/train.jsonl" -model none -systems dense
 expect 0 '' -- retriever train -data "$work/retr" -out "$work/rrun" -quiet -steps 2 -dim 16 -layers 1 -heads 2 -kv-heads 2 -ffn 32 -vocab 300 -batch 4 -index-data "$work/retr/train.jsonl"
 expect 2 'not empty.*-force' -- retriever train -data "$work/retr" -out "$work/rrun" -quiet
 expect 1 'dual-encoder checkpoint, not a language-model' -- generate -model "$work/rrun/model" -prompt x
 expect 1 'nothing the encoder reads' -- search -index "$work/rrun/index" '!!!'
 expect 0 '' -- search -index "$work/rrun/index" twice x -k 1
 snapshot "$work/retr"
-expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr/train.jsonl"
-expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr"
+expect 2 'input' -- retriever eval -pairs "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr/train.jsonl"
+expect 2 'input' -- retriever eval -pairs "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr"
 ln -s "$work/retr" "$work/retr-link"
-expect 2 'input' -- retriever eval -data "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr-link" -force
-expect 2 'input' -- retriever eval -data "$work/retr-link/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr" -force
+expect 2 'input' -- retriever eval -pairs "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr-link" -force
+expect 2 'input' -- retriever eval -pairs "$work/retr-link/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr" -force
 unchanged "$work/retr"
 
 echo "== non-finite values, unknown inputs, degenerate data"
@@ -233,7 +233,7 @@ for l in lines:
 for l in lines[:3]:
     p = json.loads(l); p["id"] += ".copy"; out.write(json.dumps(p) + "\n")
 PY
-expect 0 'dup.jsonl: 3 of [0-9]+ pairs repeat the code of an earlier pair' -- retriever eval -data "$work/dup.jsonl" -model none -quiet
+expect 0 'dup.jsonl: 3 of [0-9]+ pairs repeat the code of an earlier pair' -- retriever eval -pairs "$work/dup.jsonl" -model none -quiet
 mkdir -p "$work/one-code"
 python3 - "$work/one-code" <<'PY'
 import json, sys
@@ -262,12 +262,12 @@ expect 2 'batch 1048576 × window 256 needs' -- lm-eval -model "$work/run/checkp
 expect 2 '-n 100000' -- generate -model "$work/run/checkpoint" -prompt x -n 100000
 expect 2 'batch 100000000: want at most' -- retriever train -data "$work/retr" -out "$work/r-big" -batch 100000000
 expect 2 'groups 100000000: want at most' -- retriever rerank -data "$work/retr" -out "$work/r-big" -groups 100000000
-expect 2 '-workers 100000000' -- retriever eval -data "$work/retr/train.jsonl" -workers 100000000
+expect 2 '-workers 100000000' -- retriever eval -pairs "$work/retr/train.jsonl" -workers 100000000
 [ -e "$work/r-big" ] && { echo "FAIL a refused command wrote"; fails=$((fails + 1)); } || echo "ok   nothing written"
 
 # inputs read within a limit: /dev/zero as each kind of file a command reads
 expect 1 'safetensors: /dev/zero: header is empty' -- ref -op attention -in /dev/zero -out "$work/z.safetensors"
-expect 1 'retrieve: /dev/zero:1: line longer than 16777216 bytes' -- retriever eval -data /dev/zero
+expect 1 'retrieve: /dev/zero:1: line longer than 16777216 bytes' -- retriever eval -pairs /dev/zero
 expect 1 '/dev/zero: bufio.Scanner: token too long' -- lm-eval -model "$work/run/checkpoint" -files /dev/zero
 mkdir -p "$work/zero" && ln -s /dev/zero "$work/zero/config.json" && cp "$work/huge/model.safetensors" "$work/zero/"
 expect 1 'zero/config.json: larger than 1048576 bytes' -- generate -model "$work/zero" -prompt x
@@ -295,11 +295,11 @@ echo "== interrupts"
 interrupt INT 130 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
 interrupt TERM 143 1 -- bench -max-n 4096 -seconds 5 -torch=false -memory=false
 interrupt INT 130 0.5 -- lab
-interrupt TERM 143 1 -- train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-int"
+interrupt TERM 143 1 -- train $tiny -steps 100000 -save-every 100000 -eval-every 100000 -out "$work/run-int"
 [ -f "$work/run-int/checkpoint/model.safetensors" ] && echo "ok   SIGTERM saved the run" || { echo "FAIL SIGTERM saved nothing"; fails=$((fails + 1)); }
 # SIGTERM twice, as timeout and container runtimes may send it: still saved
 for gap in 0.001 0.02 0.2; do
-  "$bin" train $tiny -steps 100000 -ckpt-every 100000 -eval-every 100000 -out "$work/run-twice-$gap" >/dev/null 2>"$work/err" &
+  "$bin" train $tiny -steps 100000 -save-every 100000 -eval-every 100000 -out "$work/run-twice-$gap" >/dev/null 2>"$work/err" &
   pid=$!
   for _ in $(seq 50); do [ -e "$work/run-twice-$gap/heldout.txt" ] && break; sleep 0.1; done
   sleep 0.3

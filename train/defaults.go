@@ -60,7 +60,7 @@ var Presets = map[string]Preset{
 			{"window", "512"}, {"batch", "8"}, {"shards", "2"},
 			{"dim", "192"}, {"layers", "6"}, {"heads", "6"}, {"kv-heads", "2"}, {"ffn", "512"},
 			{"steps", "8000"}, {"warmup", "200"}, {"lr", "2e-3"}, {"min-lr", "2e-4"}, {"wd", "0.1"},
-			{"eval-every", "250"}, {"ckpt-every", "100"},
+			{"eval-every", "250"}, {"save-every", "100"},
 		},
 		Needs: [][2]string{{"corpus", "DIR (the folder of attnlab corpus fetch)"}},
 	},

@@ -10,13 +10,13 @@ import (
 	"unsafe"
 
 	"github.com/attnlab/attnlab/corpus"
-	"github.com/attnlab/attnlab/internal/compress"
 	"github.com/attnlab/attnlab/internal/memlimit"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/tokenizer"
+	"github.com/attnlab/attnlab/train/internal/compress"
 )
 
 // TextFile is a file to evaluate a language model on.
@@ -282,17 +282,11 @@ func EvaluateLM(ctx context.Context, o LMEvalOptions) (*LMReport, error) {
 	if err := checkDistinct(o.Files); err != nil {
 		return nil, err
 	}
-	m, p, err := model.LoadLM[float32](o.Model)
+	lm, err := model.LoadLM[float32](o.Model)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizer.Load(filepath.Join(o.Model, "tokenizer.json"))
-	if err != nil {
-		return nil, err
-	}
-	if tok.VocabSize() != m.Config.VocabSize {
-		return nil, fmt.Errorf("train: lm-eval: %s: the tokenizer has %d tokens, the model %d", o.Model, tok.VocabSize(), m.Config.VocabSize)
-	}
+	m, p, tok := lm.Model, lm.Params, lm.Tok
 	eos := tok.Special(tokenizer.EndOfText)
 	if eos < 0 {
 		return nil, fmt.Errorf("train: lm-eval: %s: the tokenizer has no %s token", o.Model, tokenizer.EndOfText)

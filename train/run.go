@@ -3,7 +3,6 @@ package train
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,12 +13,10 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/corpus"
-	"github.com/attnlab/attnlab/internal/compress"
-	"github.com/attnlab/attnlab/internal/fsprobe"
 	"github.com/attnlab/attnlab/internal/memlimit"
-	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/tokenizer"
+	"github.com/attnlab/attnlab/train/internal/compress"
 )
 
 // Files of a run folder beside its checkpoint.
@@ -72,7 +69,7 @@ func (o RunOptions) Validate() error {
 	case o.Window < 2:
 		return fmt.Errorf("window %d: want >= 2", o.Window)
 	case o.EvalEvery < 1 || o.SaveEvery < 1:
-		return fmt.Errorf("eval-every %d, ckpt-every %d: want >= 1", o.EvalEvery, o.SaveEvery)
+		return fmt.Errorf("eval-every %d, save-every %d: want >= 1", o.EvalEvery, o.SaveEvery)
 	case !(o.CorpusMB >= 0) || !(o.TokenizerMB >= 0):
 		return fmt.Errorf("corpus-mb %v, tokenizer-mb %v: want >= 0 (0: all)", o.CorpusMB, o.TokenizerMB)
 	case !(o.ValFrac > 0 && o.ValFrac < 1):
@@ -215,34 +212,97 @@ type RunResult struct {
 //
 // Nothing is written before the inputs are read and checked, and an Out
 // that holds a run is refused unless o.Resume (continue it) or o.Force
-// (start over). An interrupt (ctx cancelled) during data preparation
-// writes nothing; during training it saves the run, then returns ctx's
-// error. A non-finite step keeps the last good checkpoint and returns an
-// error wrapping ErrNonFinite.
+// (start over): the folder is a Session's. An interrupt (ctx cancelled)
+// during data preparation writes nothing; during training it saves the
+// run, then returns ctx's error. A non-finite step keeps the last good
+// checkpoint and returns an error wrapping ErrNonFinite.
 func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ckpt := filepath.Join(o.Out, CheckpointDir)
-	claim, err := output.Target{Path: o.Out, Flag: "-out", Replace: o.Resume || o.Force, Inputs: []string{o.Src, o.Corpus, o.Tokenizer},
-		Holds: func() string { return describeRun(ckpt) }, Hint: "-resume continues it, -force starts over"}.ClaimDir()
+	s, err := OpenSession(SessionOptions{Layout: o.Layout(), Resume: o.Resume, Force: o.Force, Kind: model.KindLM,
+		Inputs: []string{o.Src, o.Corpus, o.Tokenizer}}, ev)
 	if err != nil {
 		return nil, err
 	}
-	defer claim.Release()
-	for _, line := range claim.Recovered {
-		ev.Logf("%s", line)
+	defer s.Close()
+	c, err := o.readCorpus(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if err := fsprobe.Dir(o.Out); err != nil { // before the work, not after it
-		return nil, fmt.Errorf("train: out: %w", err)
+	tok, err := o.tokenizer(ctx, s.Checkpoint, c.train)
+	if err != nil {
+		return nil, err
 	}
-	if o.Resume {
-		if err := model.CheckKind(ckpt, model.KindLM); err != nil {
-			return nil, fmt.Errorf("train: -resume: %w", err)
-		}
+	r, err := o.prepare(ctx, s, tok, c)
+	if err != nil {
+		return nil, err
+	}
+	res := &RunResult{Checkpoint: s.Checkpoint, ValBytes: r.val.Bytes, Params: numParams(r.m, r.p)}
+	ev.Logf("corpus: %d training files (%.1f MB, %d windows of %d tokens), %d held-out files (%.0f KB, %d windows); vocabulary %d",
+		len(c.trainDocs), float64(r.tr.Data.Bytes)/1e6, len(r.tr.Data.Tokens), o.Window, len(c.valDocs), float64(r.val.Bytes)/1e3, len(r.val.Tokens), tok.VocabSize())
+	cfg := r.m.Config
+	ev.Logf("model: %d parameters (dim %d, %d layers, %d/%d heads, ffn %d); %d steps of %d tokens from step %d",
+		res.Params, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.IntermediateSize,
+		o.Steps, o.BatchSize*o.Accum*o.Window, r.tr.Step)
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing trained yet: nothing written
 	}
 
-	// The corpus: a seeded sample of files up to CorpusMB, split by package.
+	if err := s.MakeDir(); err != nil {
+		return nil, err
+	}
+	held := filepath.Join(o.Out, HeldOutFile)
+	if err := corpus.WriteFileList(held, absolute(c.held), "/"); err != nil {
+		return nil, err
+	}
+	s.Keep(held) // nothing of the run is kept: nor is its list of held-out files
+	if o.Prepare {
+		epochs := (o.Steps*o.BatchSize*o.Accum)/len(r.tr.Data.Tokens) + 1
+		if err := r.tr.Data.WriteFile(filepath.Join(o.Out, DataFile), o.Seed, epochs); err != nil {
+			return nil, err
+		}
+		return res, s.Save(r.tr, r.save, nil)
+	}
+	if res.Loop, err = s.Train(ctx, r.loop, r.tr, r.save); err != nil {
+		return res, err
+	}
+	if last := r.loop.Rows; len(last) > 0 {
+		res.ValLoss = Mean(last, "val_loss", -1)
+		res.ValBPB = Mean(last, "val_bits_per_byte", -1)
+	}
+	texts := make([][]byte, len(c.valDocs))
+	for i, d := range c.valDocs {
+		texts[i] = d.Text
+	}
+	res.Compressors, err = compress.MeasureAll(ctx, texts)
+	return res, err
+}
+
+// numParams counts the parameters of m.
+func numParams(m *model.Model[float32], p *model.Params[float32]) int {
+	n := 0
+	for _, t := range m.Tensors(p) {
+		n += len(t.Data)
+	}
+	return n
+}
+
+// Layout is where a run of o keeps its files.
+func (o RunOptions) Layout() Layout {
+	return Layout{Out: o.Out, Checkpoint: filepath.Join(o.Out, CheckpointDir), Curves: filepath.Join(o.Out, CurvesFile),
+		Plot: filepath.Join(o.Out, PlotFile), Title: "attnlab train"}
+}
+
+// runCorpus is a run's corpus, split by package.
+type runCorpus struct {
+	train, held        []corpus.Document
+	trainDocs, valDocs []Document // valDocs: the first ValKB of held
+}
+
+// readCorpus reads o's sources and keeps a seeded sample of files up to
+// CorpusMB, split by package.
+func (o RunOptions) readCorpus(ctx context.Context) (*runCorpus, error) {
 	srcs := []corpus.Source{{Name: srcName(o.Src), Dir: o.Src}}
 	if o.Corpus != "" {
 		deb, err := corpus.Debian(o.Corpus)
@@ -258,25 +318,28 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	r := rand.New(rand.NewPCG(o.Seed, 0xc0de))
 	r.Shuffle(len(read), func(i, j int) { read[i], read[j] = read[j], read[i] })
 	read = sample(read, o.CorpusMB)
-	trainRead, heldRead := corpus.Split(read, o.ValFrac)
-	if len(trainRead) == 0 || len(heldRead) == 0 {
-		return nil, fmt.Errorf("train: corpus %s: %d training and %d held-out files: both must be non-empty (more files, or another -val-frac)", o.Src, len(trainRead), len(heldRead))
+	c := &runCorpus{}
+	c.train, c.held = corpus.Split(read, o.ValFrac)
+	if len(c.train) == 0 || len(c.held) == 0 {
+		return nil, fmt.Errorf("train: corpus %s: %d training and %d held-out files: both must be non-empty (more files, or another -val-frac)", o.Src, len(c.train), len(c.held))
 	}
-	trainDocs, valDocs := documents(trainRead), LimitBytes(documents(heldRead), o.ValKB*1024)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	c.trainDocs, c.valDocs = documents(c.train), LimitBytes(documents(c.held), o.ValKB*1024)
+	return c, ctx.Err()
+}
 
-	// The tokenizer: the checkpoint's when resuming, else loaded or trained.
+// tokenizer returns the run's tokenizer: the checkpoint's in ckpt when
+// resuming, else o.Tokenizer's or one trained on a sample of docs.
+func (o RunOptions) tokenizer(ctx context.Context, ckpt string, docs []corpus.Document) (*tokenizer.Tokenizer, error) {
 	var tok *tokenizer.Tokenizer
+	var err error
 	switch {
 	case o.Resume:
-		tok, err = tokenizer.Load(filepath.Join(ckpt, "tokenizer.json"))
+		tok, err = tokenizer.Load(filepath.Join(ckpt, model.TokenizerFile))
 	case o.Tokenizer != "":
 		tok, err = tokenizer.Load(o.Tokenizer)
 	default:
 		var texts [][]byte
-		for _, d := range sample(trainRead, o.TokenizerMB) {
+		for _, d := range sample(docs, o.TokenizerMB) {
 			texts = append(texts, d.Text)
 		}
 		tok, err = tokenizer.TrainContext(ctx, texts, o.Vocab, tokenizer.Options{})
@@ -284,10 +347,26 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	eos := tok.Special(tokenizer.EndOfText)
-	if eos < 0 {
+	if tok.Special(tokenizer.EndOfText) < 0 {
 		return nil, fmt.Errorf("train: the tokenizer has no %s token", tokenizer.EndOfText)
 	}
+	return tok, nil
+}
+
+// lmRun is a prepared run of the language model.
+type lmRun struct {
+	m    *model.Model[float32]
+	p    *model.Params[float32]
+	tr   *Trainer[float32]
+	val  *Windows
+	loop *Loop
+	save Saver
+}
+
+// prepare packs the corpus into windows and makes the run's model (the
+// checkpoint's when resuming, else freshly initialised), trainer and loop.
+func (o RunOptions) prepare(ctx context.Context, s *Session, tok *tokenizer.Tokenizer, c *runCorpus) (*lmRun, error) {
+	eos := tok.Special(tokenizer.EndOfText)
 	var tokJSON bytes.Buffer
 	if err := tok.WriteJSON(&tokJSON); err != nil {
 		return nil, err
@@ -298,24 +377,22 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	trainData, err := PackContext(ctx, trainDocs, tok, eos, o.Window, !o.NoPack)
+	trainData, err := PackContext(ctx, c.trainDocs, tok, eos, o.Window, !o.NoPack)
 	if err != nil {
 		return nil, err
 	}
-	valData, err := PackContext(ctx, valDocs, tok, eos, o.Window, !o.NoPack)
+	valData, err := PackContext(ctx, c.valDocs, tok, eos, o.Window, !o.NoPack)
 	if err != nil {
 		return nil, err
 	}
-
-	// The model: the checkpoint's when resuming, else freshly initialised.
 	var m *model.Model[float32]
 	var p *model.Params[float32]
 	if o.Resume {
-		if m, p, err = model.Load[float32](ckpt); err != nil {
+		if m, p, err = model.Load[float32](s.Checkpoint); err != nil {
 			return nil, err
 		}
 		if diffs := configDiffs(m.Config, cfg); len(diffs) > 0 {
-			return nil, fmt.Errorf("train: resume: %s holds a model of other sizes (%s): resume with the run's own flags, or -force starts over", ckpt, strings.Join(diffs, "; "))
+			return nil, fmt.Errorf("train: resume: %s holds a model of other sizes (%s): resume with the run's own flags, or -force starts over", s.Checkpoint, strings.Join(diffs, "; "))
 		}
 	} else {
 		if m, err = model.New[float32](cfg); err != nil {
@@ -328,58 +405,17 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &RunResult{Checkpoint: ckpt, ValBytes: valData.Bytes}
-	for _, t := range m.Tensors(p) {
-		res.Params += len(t.Data)
-	}
-	loop := &Loop{Steps: o.Steps, EvalEvery: o.EvalEvery, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: ckpt,
-		Curves:  filepath.Join(o.Out, CurvesFile),
+	loop := &Loop{Steps: o.Steps, EvalEvery: o.EvalEvery, SaveEvery: o.SaveEvery, Progress: s.ev.Progress,
 		Columns: []string{"step", "lr", "loss", "grad_norm", "tokens", "seconds", "val_loss", "val_bits_per_byte"}}
-	if o.Resume {
-		if err := tr.Resume(ckpt); err != nil {
-			return nil, err
-		}
-		if loop.Rows, err = ReadCurves(loop.Curves, tr.Step); err != nil {
-			return nil, err
-		}
-	}
-	ev.Logf("corpus: %d training files (%.1f MB, %d windows of %d tokens), %d held-out files (%.0f KB, %d windows); vocabulary %d",
-		len(trainDocs), float64(trainData.Bytes)/1e6, len(trainData.Tokens), o.Window, len(valDocs), float64(valData.Bytes)/1e3, len(valData.Tokens), tok.VocabSize())
-	ev.Logf("model: %d parameters (dim %d, %d layers, %d/%d heads, ffn %d); %d steps of %d tokens from step %d",
-		res.Params, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.IntermediateSize,
-		o.Steps, o.BatchSize*o.Accum*o.Window, tr.Step)
-	if err := ctx.Err(); err != nil {
-		return nil, err // nothing trained yet: nothing written
-	}
-
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	if err := s.Restore(tr, loop); err != nil {
 		return nil, err
-	}
-	if err := corpus.WriteFileList(filepath.Join(o.Out, HeldOutFile), absolute(heldRead), "/"); err != nil {
-		return nil, err
-	}
-	if o.Prepare {
-		epochs := (o.Steps*o.BatchSize*o.Accum)/len(trainData.Tokens) + 1
-		if err := trainData.WriteFile(filepath.Join(o.Out, DataFile), o.Seed, epochs); err != nil {
-			return nil, err
-		}
-		files, err := tr.Files()
-		if err != nil {
-			return nil, err
-		}
-		files["tokenizer.json"] = tokJSON.Bytes()
-		return res, m.Save(ckpt, p, files)
-	}
-	offset := Mean(loop.Rows, "seconds", -1) // a resumed run's clock goes on
-	if math.IsNaN(offset) {
-		offset = 0
 	}
 	loop.Step = func() (Record, error) {
-		s, err := tr.TrainStep()
+		st, err := tr.TrainStep()
 		if err != nil {
 			return nil, err
 		}
-		return Record{"step": float64(s.Step), "lr": s.LR, "loss": s.Loss, "grad_norm": s.GradNorm, "tokens": float64(s.Tokens)}, nil
+		return Record{"step": float64(st.Step), "lr": st.LR, "loss": st.Loss, "grad_norm": st.GradNorm, "tokens": float64(st.Tokens)}, nil
 	}
 	loop.Eval = func() (Record, error) {
 		mean, total, _, err := Evaluate(m, p, valData, o.BatchSize)
@@ -388,16 +424,9 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 		}
 		return Record{"val_loss": mean, "val_bits_per_byte": total / math.Ln2 / float64(valData.Bytes)}, nil
 	}
-	loop.Save = func() error {
-		files, err := tr.Files()
-		if err != nil {
-			return err
-		}
-		files["tokenizer.json"] = tokJSON.Bytes()
-		if err := m.Save(ckpt, p, files); err != nil {
-			return err
-		}
-		return PlotCurves(filepath.Join(o.Out, PlotFile), "attnlab train", loop.Rows)
+	offset := Mean(loop.Rows, "seconds", -1) // a resumed run's clock goes on
+	if math.IsNaN(offset) {
+		offset = 0
 	}
 	progress := loop.Progress
 	loop.Progress = func(pr Progress) {
@@ -406,24 +435,11 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 			progress(pr)
 		}
 	}
-	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
-		if nf := (*NonFiniteError)(nil); errors.As(err, &nf) && nf.Kept < 0 {
-			// nothing of the run is kept: nor is its list of held-out files
-			os.Remove(filepath.Join(o.Out, HeldOutFile))
-			os.Remove(o.Out) // when empty: a rerun finds the folder as it was
-		}
-		return res, err
+	save := func(dir string, files map[string][]byte) error {
+		files[model.TokenizerFile] = tokJSON.Bytes()
+		return m.Save(dir, p, files)
 	}
-	if last := loop.Rows; len(last) > 0 {
-		res.ValLoss = Mean(last, "val_loss", -1)
-		res.ValBPB = Mean(last, "val_bits_per_byte", -1)
-	}
-	held := make([][]byte, len(valDocs))
-	for i, d := range valDocs {
-		held[i] = d.Text
-	}
-	res.Compressors, err = compress.MeasureAll(ctx, held)
-	return res, err
+	return &lmRun{m: m, p: p, tr: tr, val: valData, loop: loop, save: save}, nil
 }
 
 // configDiffs lists the sizes in which a saved model differs from the one
@@ -446,20 +462,6 @@ func configDiffs(saved, now model.Config) []string {
 		}
 	}
 	return diffs
-}
-
-// describeRun says what a run folder's checkpoint holds: "a run at step 40
-// of 40", for the refusal to overwrite it.
-func describeRun(ckpt string) string {
-	data, err := ReadStateFile(ckpt)
-	if err != nil {
-		return "it holds files"
-	}
-	var st State
-	if err := json.Unmarshal(data, &st); err != nil {
-		return "it holds a run"
-	}
-	return fmt.Sprintf("it holds a run at step %d of %d", st.Step, st.Options.Steps)
 }
 
 // LimitBytes keeps the first documents up to n bytes (at least one).

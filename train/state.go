@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
@@ -82,12 +83,7 @@ func MarshalMoments[T nn.Float](opt *AdamW[T], params []Param[T]) ([]byte, error
 			if data == nil {
 				data = make([]T, len(p.X))
 			}
-			switch d := any(data).(type) {
-			case []float32:
-				f.SetF32(kv.prefix+p.Name, []int{len(d)}, d)
-			case []float64:
-				f.SetF64(kv.prefix+p.Name, []int{len(d)}, d)
-			}
+			safetensors.Set(f, kv.prefix+p.Name, []int{len(data)}, data)
 		}
 	}
 	return f.MarshalBinary()
@@ -113,16 +109,12 @@ func ReadMoments[T nn.Float](opt *AdamW[T], params []Param[T], path string) erro
 			prefix string
 			dst    map[string][]T
 		}{{"m.", m}, {"v.", v}} {
-			x, shape, err := f.Float64(kv.prefix + p.Name)
+			w, shape, err := safetensors.Get[T](f, kv.prefix+p.Name)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			if !slices.Equal(shape, []int{len(p.X)}) {
 				return fmt.Errorf("%s: tensor %q has shape %v, want [%d]", name, kv.prefix+p.Name, shape, len(p.X))
-			}
-			w := make([]T, len(x))
-			for i, e := range x {
-				w[i] = T(e)
 			}
 			if i := vec.NonFinite(w); i >= 0 {
 				return fmt.Errorf("%s: tensor %q: element %d is %v; the optimiser's moments must be finite", name, kv.prefix+p.Name, i, w[i])
@@ -150,7 +142,7 @@ func (t *Trainer[T]) Resume(dir string) error {
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("train: resume: %s: %w", StateFile, err)
+		return fmt.Errorf("train: resume: %s: %w", filepath.Join(dir, StateFile), jsonerr.Describe(err))
 	}
 	saved := Saved{File: filepath.Join(dir, StateFile), Step: st.Step, Steps: st.Options.Steps, Epoch: st.Epoch, Next: st.Next,
 		Items: st.Windows, ItemsNow: len(t.Data.Tokens), What: "training windows", Data: st.Data, DataNow: t.dataFingerprint(),
@@ -169,3 +161,6 @@ func (t *Trainer[T]) Resume(dir string) error {
 	t.Cursor.Restore(st.Epoch, st.Next)
 	return nil
 }
+
+// StepsDone returns the optimiser steps taken (Resumable).
+func (t *Trainer[T]) StepsDone() int { return t.Step }

@@ -151,10 +151,10 @@ func TestDDPMatchesOneProcessAndAttnlab(t *testing.T) {
 		t.Errorf("attnlab against PyTorch: weights differ by %.2g relative (%s)", e, at)
 	}
 	// attnlab reads the PyTorch checkpoint as the language model it is
-	if _, _, err := model.LoadLM[float32](ckpt2); err != nil {
+	if _, err := model.LoadLM[float32](ckpt2); err != nil {
 		t.Errorf("attnlab cannot load the data-parallel checkpoint: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(ckpt2, "tokenizer.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(ckpt2, model.TokenizerFile)); err != nil {
 		t.Errorf("the data-parallel checkpoint has no tokenizer: %v", err)
 	}
 }

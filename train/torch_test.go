@@ -421,7 +421,7 @@ func TestTrainingMatchesPyTorch(t *testing.T) {
 			worstStep, worstWeight := worstOf(ds, "step "), worstOf(ds, "weight ")
 			t.Logf("worst per-step: %v", worstStep)
 			t.Logf("worst weight:   %v", worstWeight)
-			var elem float64 // internal/oracle's measure, max |a−b|/(1+|b|), for comparison
+			var elem float64 // package oracle's measure, max |a−b|/(1+|b|), for comparison
 			for _, n := range v.ref.Names {
 				for i, y := range v.ref.Weights[n] {
 					elem = max(elem, math.Abs(v.attnlab.Weights[n][i]-y)/(1+math.Abs(y)))

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/oracle"
 	"github.com/attnlab/attnlab/safetensors"
 )
 
@@ -85,7 +85,7 @@ func TestFlagSizesAreBounded(t *testing.T) {
 		{[]string{"retriever", "train", "-data", src, "-batch", "100000000"}, "batch 100000000: want at most"},
 		{[]string{"retriever", "train", "-data", src, "-batch", "1048576", "-hard-negatives", "64"}, "needs"},
 		{[]string{"retriever", "rerank", "-data", src, "-groups", "100000000"}, "groups 100000000: want at most"},
-		{[]string{"retriever", "eval", "-data", src, "-workers", "100000000"}, "-workers 100000000"},
+		{[]string{"retriever", "eval", "-pairs", src, "-workers", "100000000"}, "-workers 100000000"},
 		{[]string{"bench", "-memory-case", "100000000"}, "-memory-case 100000000"},
 	} {
 		oneLine(t, c.args, 2, c.want)
@@ -160,7 +160,7 @@ func TestOutputsCheckedBeforeWork(t *testing.T) {
 			{[]string{"lab", "-op", "rmsnorm", "-html", none}, "cannot make the folder /proc/attnlab-none"},
 			{trainArgs(src, none), "cannot make the folder /proc/attnlab-none"},
 			{[]string{"retriever", "data", "-src", src, "-out", none}, "cannot make the folder /proc/attnlab-none"},
-			{[]string{"retriever", "eval", "-data", filepath.Join(dir, "none.jsonl"), "-write-index", none}, "cannot make the folder /proc/attnlab-none"},
+			{[]string{"retriever", "eval", "-pairs", filepath.Join(dir, "none.jsonl"), "-write-index", none}, "cannot make the folder /proc/attnlab-none"},
 		} {
 			cases = append(cases, c)
 		}

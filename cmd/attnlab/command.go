@@ -31,7 +31,11 @@ type command struct {
 	// positional commands take arguments mixed with flags (attnlab search
 	// QUERY -k 3): flags are parsed wherever they appear, up to "--".
 	positional bool
-	parent     *command
+	// streams is set for a command that prints its result as it goes
+	// (generate): every other command prints a heartbeat line while it
+	// runs for long without a progress of its own (see heartbeat).
+	streams bool
+	parent  *command
 }
 
 // fullName is the command as typed: "train", "retriever train".

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
@@ -14,15 +13,16 @@ import (
 
 var convertCmd = register(&command{
 	name:  "convert",
-	usage: "-in DIR -out DIR -dtype f32|f64|bf16|f16 [-force]",
-	short: "copy a checkpoint with its weights in another dtype (bf16, f16: half the size of f32)",
+	usage: "-in DIR -out DIR -dtype float32|float64|bfloat16|float16 [-force]",
+	short: "copy a checkpoint with its weights in another dtype (bfloat16, float16: half the size of float32)",
 	long: `Convert copies the checkpoint folder -in (a language model, dual encoder or
 reranker: config.json, model.safetensors, tokenizer.json, dense.json,
 rerank.json, score.safetensors, …) to -out, with the floating-point tensors
-of every .safetensors file stored as -dtype: f32, f64, bf16 (bfloat16) or
-f16 (IEEE half precision). Integer tensors, metadata and the other files
+of every .safetensors file stored as -dtype: float32, float64, bfloat16 or
+float16 (IEEE half precision), PyTorch's names (the short f32, f64, bf16,
+f16 are still read, with a note). Integer tensors, metadata and the other files
 are copied as they are. Narrowing rounds each value to the nearest, ties to
-even; a value beyond the range of -dtype (65504 for f16) is an error naming
+even; a value beyond the range of -dtype (65504 for float16) is an error naming
 the file, the tensor and the element. Every command that loads a
 checkpoint reads the converted one, widening its values exactly.
 
@@ -33,12 +33,12 @@ into place, so a failed or interrupted conversion leaves no half folder.
 It prints one line: the files, the tensors converted and the bytes before
 and after.
 
-Example: attnlab convert -in run1/checkpoint -out run1-bf16 -dtype bf16`,
+Example: attnlab convert -in run1/checkpoint -out run1-bf16 -dtype bfloat16`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &convertOpts{}
 		fs.StringVar(&o.in, "in", "", "checkpoint folder to convert (required)")
 		fs.StringVar(&o.out, "out", "", "folder to write (required; an existing one is refused unless -force)")
-		fs.StringVar(&o.dtype, "dtype", "", "dtype of the floating-point tensors: f32, f64, bf16 or f16 (required)")
+		fs.StringVar(&o.dtype, "dtype", "", "dtype of the floating-point tensors: float32, float64, bfloat16 or float16 (required; f32, f64, bf16, f16 still read)")
 		fs.BoolVar(&o.force, "force", false, "replace an existing -out folder")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
@@ -55,17 +55,19 @@ type convertOpts struct {
 }
 
 func runConvert(ctx context.Context, o *convertOpts, stdout io.Writer) error {
-	d := safetensors.DType(strings.ToUpper(o.dtype))
 	switch {
 	case o.in == "":
 		return usagef("-in is required")
 	case o.out == "":
 		return usagef("-out is required")
 	case o.dtype == "":
-		return usagef("-dtype is required: f32, f64, bf16 or f16")
-	case !d.IsFloat():
-		return usagef("-dtype %q: want f32, f64, bf16 or f16", o.dtype)
+		return usagef("-dtype is required: %s", orList(dtypeNames))
 	}
+	name, err := dtypeName(o.dtype)
+	if err != nil {
+		return err
+	}
+	d := map[string]safetensors.DType{"float32": safetensors.F32, "float64": safetensors.F64, "bfloat16": safetensors.BF16, "float16": safetensors.F16}[name]
 	// a new -out inside -in would become part of the checkpoint it copies
 	if output.Inside(o.out, o.in) {
 		return usagef("-out %s lies inside the input %s: write the copy elsewhere", o.out, o.in)

@@ -34,7 +34,7 @@ func tinyCheckpoint(t *testing.T) string {
 func TestConvertCommand(t *testing.T) {
 	in := tinyCheckpoint(t)
 	out := filepath.Join(t.TempDir(), "bf16")
-	code, stdout, stderr := attnlab(t, "convert", "-in", in, "-out", out, "-dtype", "bf16")
+	code, stdout, stderr := attnlab(t, "convert", "-in", in, "-out", out, "-dtype", "bfloat16")
 	if code != 0 || stderr != "" || strings.Count(stdout, "\n") != 1 || !strings.Contains(stdout, "3 files, ") || !strings.Contains(stdout, " tensors to BF16, ") {
 		t.Fatalf("convert: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -68,7 +68,7 @@ func TestConvertCommand(t *testing.T) {
 
 	// An existing output is refused, and left as it was; -force replaces it.
 	before := readTree(t, out)
-	code, stdout, stderr = attnlab(t, "convert", "-in", in, "-out", out, "-dtype", "f16")
+	code, stdout, stderr = attnlab(t, "convert", "-in", in, "-out", out, "-dtype", "float16")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, out) || !strings.Contains(stderr, "-force") {
 		t.Errorf("existing output: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -85,7 +85,7 @@ func TestConvertCommand(t *testing.T) {
 	// The output may not be the input, lie inside it or hold it.
 	original := readTree(t, in)
 	for _, bad := range []string{in, filepath.Join(in, "bf16"), filepath.Dir(in)} {
-		code, stdout, stderr := attnlab(t, "convert", "-in", in, "-out", bad, "-dtype", "bf16", "-force")
+		code, stdout, stderr := attnlab(t, "convert", "-in", in, "-out", bad, "-dtype", "bfloat16", "-force")
 		if code != 2 || stdout != "" || !strings.Contains(stderr, "input") {
 			t.Errorf("-out %s: exit %d, stdout %q, stderr %q", bad, code, stdout, stderr)
 		}
@@ -100,7 +100,7 @@ func TestConvertCommand(t *testing.T) {
 func TestConvertErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-checkpoint")
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := attnlab(t, "convert", "-in", missing, "-out", out, "-dtype", "bf16")
+	code, stdout, stderr := attnlab(t, "convert", "-in", missing, "-out", out, "-dtype", "bfloat16")
 	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "attnlab convert: ") || !strings.Contains(stderr, missing) {
 		t.Errorf("missing input: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -109,11 +109,11 @@ func TestConvertErrors(t *testing.T) {
 	}
 	in := tinyCheckpoint(t)
 	for _, args := range [][]string{
-		{"-out", out, "-dtype", "bf16"},
-		{"-in", in, "-dtype", "bf16"},
+		{"-out", out, "-dtype", "bfloat16"},
+		{"-in", in, "-dtype", "bfloat16"},
 		{"-in", in, "-out", out},
 		{"-in", in, "-out", out, "-dtype", "i64"},
-		{"-in", in, "-out", out, "-dtype", "bf16", "extra"},
+		{"-in", in, "-out", out, "-dtype", "bfloat16", "extra"},
 	} {
 		code, stdout, stderr := attnlab(t, append([]string{"convert"}, args...)...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, `run "attnlab convert -h"`) {
@@ -124,7 +124,7 @@ func TestConvertErrors(t *testing.T) {
 		t.Error("a usage error created the output")
 	}
 	code, stdout, _ = attnlab(t, "convert", "-h")
-	for _, want := range []string{"usage: attnlab convert -in DIR -out DIR -dtype f32|f64|bf16|f16 [-force]", "Example: attnlab convert ", "-dtype", "-force"} {
+	for _, want := range []string{"usage: attnlab convert -in DIR -out DIR -dtype float32|float64|bfloat16|float16 [-force]", "Example: attnlab convert ", "-dtype", "-force"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("convert -h: exit %d, output lacks %q:\n%s", code, want, stdout)
 		}

@@ -22,26 +22,29 @@ what the standard library and those packages hold once tests, generated
 files, vendored copies and duplicates are dropped, and lists the held-out
 files.
 
-Example: attnlab corpus fetch -list debian-go-packages.txt -out ~/.cache/attnlab/corpus && attnlab corpus stats -dir ~/.cache/attnlab/corpus`,
+Example: attnlab corpus fetch -out ~/.cache/attnlab/corpus && attnlab corpus stats -corpus ~/.cache/attnlab/corpus`,
 	subs: []*command{corpusFetchCmd, corpusStatsCmd},
 })
 
 var corpusFetchCmd = &command{
 	name:  "fetch",
-	usage: "-list FILE -out DIR",
+	usage: "[-list FILE] -out DIR",
 	short: "download and unpack the listed Debian Go packages (resumable)",
 	long: `Corpus fetch downloads each package of -list (Debian package names, one a
-line, '#' comments) with apt-get download and unpacks it with dpkg -x into
+line, '#' comments; by default corpus/debian-go-packages.txt of the
+repository, built into the binary: the 300 packages the shipped models were
+trained from) with apt-get download and unpacks it with dpkg -x into
 -out/pkgs/NAME, recording it in -out/manifest.json. It is resumable and
 idempotent: packages already unpacked are skipped, an interrupted fetch
 leaves no half package, and a package apt cannot fetch is named in the
 summary without stopping the others. Run apt-get update first when apt
 does not know the packages.
 
-Example: attnlab corpus fetch -list debian-go-packages.txt -out ~/.cache/attnlab/corpus`,
+Example: attnlab corpus fetch -out ~/.cache/attnlab/corpus
+         attnlab corpus fetch -list my-packages.txt -out corpus`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &corpusOpts{}
-		fs.StringVar(&o.list, "list", "", "file of Debian package names, one a line (required)")
+		fs.StringVar(&o.list, "list", "", "file of Debian package names, one a line (default: corpus/"+corpus.ListFile+", the shipped models' list, built in)")
 		fs.StringVar(&o.out, "out", "", "corpus folder: created, or completed when it exists (required)")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := noArgs(args); err != nil {
@@ -54,10 +57,10 @@ Example: attnlab corpus fetch -list debian-go-packages.txt -out ~/.cache/attnlab
 
 var corpusStatsCmd = &command{
 	name:  "stats",
-	usage: "[-dir DIR] [-std=false] [-val-frac F] [-list-heldout FILE [-root DIR] [-force]]",
+	usage: "[-corpus DIR] [-std=false] [-val-frac F] [-list-heldout FILE [-root DIR] [-force]]",
 	short: "count the corpus and its held-out packages; write the held-out file list",
 	long: `Corpus stats reads the corpus meant for the language model: the standard
-library ($(go env GOROOT)/src) and the Go source of the packages in -dir,
+library ($(go env GOROOT)/src) and the Go source of the packages in -corpus,
 non-test .go files only; generated files, vendored copies (vendor,
 third_party), testdata, hidden folders and files over -max-file-kb are
 skipped, and a file equal to one read before (up to trailing white space)
@@ -65,10 +68,11 @@ is dropped. It prints what was kept and skipped, and the packages held out
 by -val-frac (whole import paths, by hash); -list-heldout writes their
 files for "attnlab lm-eval -files".
 
-Example: attnlab corpus stats -dir ~/.cache/attnlab/corpus -list-heldout heldout.txt`,
+Example: attnlab corpus stats -corpus ~/.cache/attnlab/corpus -list-heldout heldout.txt`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &corpusOpts{}
-		fs.StringVar(&o.dir, "dir", "", "corpus folder made by corpus fetch (none: the standard library alone)")
+		fs.StringVar(&o.dir, "corpus", "", "corpus folder made by corpus fetch, as train -corpus (none: the standard library alone)")
+		oldName(fs, "dir", "corpus")
 		fs.BoolVar(&o.std, "std", true, "read the standard library, $(go env GOROOT)/src, first")
 		fs.Float64Var(&o.frac, "val-frac", 0.1, "share of packages held out (by a hash of the import path, as train -val-frac)")
 		fs.Int64Var(&o.maxKB, "max-file-kb", 1024, "skip files larger than this (0: no limit)")
@@ -92,12 +96,15 @@ type corpusOpts struct {
 }
 
 func runCorpusFetch(ctx context.Context, o *corpusOpts, stdout io.Writer) error {
-	if o.list == "" || o.out == "" {
-		return usageError{"-list and -out are required"}
+	if o.out == "" {
+		return usageError{"-out is required"}
 	}
-	names, err := corpus.ReadList(o.list)
-	if err != nil {
-		return err
+	names := corpus.DefaultList()
+	if o.list != "" {
+		var err error
+		if names, err = corpus.ReadList(o.list); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	var bar *progress

@@ -69,7 +69,7 @@ func TestCorpusFetchAndStats(t *testing.T) {
 	}
 
 	heldout := filepath.Join(t.TempDir(), "heldout.txt")
-	code, out, errOut = attnlab(t, "corpus", "stats", "-dir", dir, "-std=false", "-val-frac", "1", "-list-heldout", heldout)
+	code, out, errOut = attnlab(t, "corpus", "stats", "-corpus", dir, "-std=false", "-val-frac", "1", "-list-heldout", heldout)
 	if code != 0 {
 		t.Fatalf("stats exited %d\n%s%s", code, out, errOut)
 	}
@@ -85,7 +85,7 @@ func TestCorpusFetchAndStats(t *testing.T) {
 		t.Errorf("held-out list\n%s\nwant\n%s", b, want)
 	}
 	// the list is not replaced without -force
-	code, _, errOut = attnlab(t, "corpus", "stats", "-dir", dir, "-std=false", "-list-heldout", heldout)
+	code, _, errOut = attnlab(t, "corpus", "stats", "-corpus", dir, "-std=false", "-list-heldout", heldout)
 	if code != 2 || !strings.Contains(errOut, "-force") {
 		t.Errorf("stats over an existing list: exit %d, %s", code, errOut)
 	}
@@ -110,7 +110,8 @@ func TestCorpusBadInput(t *testing.T) {
 	}{
 		{[]string{"corpus"}, 2, "missing subcommand"},
 		{[]string{"corpus", "get"}, 2, `unknown subcommand "get"`},
-		{[]string{"corpus", "fetch", "-out", tmp}, 2, "-list and -out are required"},
+		{[]string{"corpus", "fetch"}, 2, "-out is required"},
+		{[]string{"corpus", "fetch", "-out", tmp}, 1, "not a corpus folder"}, // the built-in list, refused as -list good is
 		{[]string{"corpus", "fetch", "-list", good, "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"corpus", "fetch", "-list", filepath.Join(tmp, "missing.txt"), "-out", tmp}, 1, "missing.txt: no such file"},
 		{[]string{"corpus", "fetch", "-list", empty, "-out", tmp}, 1, "empty.txt lists no package"},
@@ -119,9 +120,9 @@ func TestCorpusBadInput(t *testing.T) {
 		{[]string{"corpus", "fetch", "-list", good, "-out", tmp}, 1, "not a corpus folder"},
 		{[]string{"corpus", "fetch", "-list", writeList(t, "golang-nosuch-dev"), "-out", filepath.Join(tmp, "c")}, 1,
 			"none of the 1 packages could be fetched; the first: golang-nosuch-dev: apt-get download: E: Unable to locate"},
-		{[]string{"corpus", "stats", "-dir", filepath.Join(tmp, "missing")}, 1, "missing: no such file"},
-		{[]string{"corpus", "stats", "-dir", tmp}, 1, "holds no unpacked package"},
-		{[]string{"corpus", "stats", "-dir", noGo, "-std=false"}, 1, "no usable Go file in " + filepath.Join(noGo, "pkgs", "golang-doc-dev")},
+		{[]string{"corpus", "stats", "-corpus", filepath.Join(tmp, "missing")}, 1, "missing: no such file"},
+		{[]string{"corpus", "stats", "-corpus", tmp}, 1, "holds no unpacked package"},
+		{[]string{"corpus", "stats", "-corpus", noGo, "-std=false"}, 1, "no usable Go file in " + filepath.Join(noGo, "pkgs", "golang-doc-dev")},
 		{[]string{"corpus", "stats", "-val-frac", "1.5"}, 2, "-val-frac 1.5"},
 		{[]string{"corpus", "stats", "-max-file-kb", "-1"}, 2, "-max-file-kb -1"},
 		{[]string{"corpus", "stats", "-std=false"}, 2, "nothing to read"},

@@ -71,10 +71,10 @@ Example: attnlab retriever diagnose -data retr -model run/model -reranker run/re
 				return usagef("-mine-depth %d, -mine-margin %g: want mine-depth >= 1 and a margin (negative: keep all)", o.MineDepth, o.MineMargin)
 			}
 			var err error
-			if o.Train, err = retrieve.ReadJSONL(filepath.Join(*data, "train.jsonl")); err != nil {
+			if o.Train, err = retrieve.ReadJSONL(retrieve.SplitFile(*data, retrieve.SplitTrain)); err != nil {
 				return err
 			}
-			if o.Eval, err = retrieve.ReadJSONL(filepath.Join(*data, "val.jsonl")); err != nil {
+			if o.Eval, err = retrieve.ReadJSONL(retrieve.SplitFile(*data, retrieve.SplitVal)); err != nil {
 				return err
 			}
 			if *model != "" {

@@ -99,10 +99,10 @@ func gradcheckFlags(fs *flag.FlagSet) runFunc {
 }
 
 func runGradcheck(ctx context.Context, o *lab.GradOptions, dtype, pairing, plot string, stdout io.Writer) error {
-	if dtype != "float64" && dtype != "float32" {
-		return usagef("-dtype %q: want float64 or float32", dtype)
+	dtype, err := dtypeName(dtype, "float64", "float32")
+	if err != nil {
+		return err
 	}
-	var err error
 	if o.Sizes.Pairing, err = nn.ParsePairing(pairing); err != nil {
 		return usagef("-pairing %q: want half or interleaved", pairing)
 	}

@@ -8,7 +8,8 @@
 //	attnlab <command> [flags]
 //
 // Run "attnlab help" for the list of commands and "attnlab <command> -h"
-// (or "attnlab help <command>") for one command's description and flags.
+// (or "attnlab help <command>") for one command's description and flags;
+// "attnlab version" (or -version) says which build this is.
 //
 // Exit statuses: 0 success; 1 failure (a check failed, bad data, an I/O
 // error); 2 usage error; 3 an adapter under test failed (conform); 130 and
@@ -58,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name, args := args[0], args[1:]
+	if name == "-version" || name == "--version" {
+		name = "version"
+	}
 	if name == "help" || name == "-h" || name == "-help" || name == "--help" {
 		if len(args) == 0 {
 			printCommands(stdout)
@@ -99,7 +103,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err == nil {
-		err = runC(ctx, pos, stdout)
+		if !c.streams {
+			stop := heartbeat(c.fullName())
+			err = runC(ctx, pos, stdout)
+			stop()
+		} else {
+			err = runC(ctx, pos, stdout)
+		}
 	}
 	return exitStatus(ctx, c, err, stderr)
 }

@@ -249,7 +249,7 @@ func tinyCorpus(t *testing.T) string {
 func TestTrainResumeAndGenerate(t *testing.T) {
 	src, out := tinyCorpus(t), filepath.Join(t.TempDir(), "run")
 	common := []string{"-src", src, "-out", out, "-vocab", "300", "-dim", "16", "-layers", "1", "-heads", "2", "-kv-heads", "1",
-		"-ffn", "32", "-window", "32", "-batch", "2", "-eval-every", "2", "-ckpt-every", "2", "-quiet", "-val-frac", "0.3"}
+		"-ffn", "32", "-window", "32", "-batch", "2", "-eval-every", "2", "-save-every", "2", "-quiet", "-val-frac", "0.3"}
 	code, stdout, stderr := attnlab(t, append([]string{"train", "-steps", "4"}, common...)...)
 	if code != 0 {
 		t.Fatalf("train: exit %d\n%s%s", code, stdout, stderr)

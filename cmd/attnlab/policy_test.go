@@ -14,7 +14,7 @@ import (
 // tinyTrain is a language model small enough to train in a fraction of a
 // second on tinyCorpus.
 var tinyTrain = []string{"-vocab", "300", "-dim", "16", "-layers", "1", "-heads", "2", "-kv-heads", "1",
-	"-ffn", "32", "-window", "32", "-batch", "2", "-eval-every", "2", "-ckpt-every", "2", "-quiet", "-val-frac", "0.3"}
+	"-ffn", "32", "-window", "32", "-batch", "2", "-eval-every", "2", "-save-every", "2", "-quiet", "-val-frac", "0.3"}
 
 func trainArgs(src, out string, extra ...string) []string {
 	return append(append([]string{"train", "-src", src, "-out", out}, tinyTrain...), extra...)
@@ -212,7 +212,7 @@ func TestInterruptedCommandsStop(t *testing.T) {
 		{"lab"},
 		{"bench", "-max-n", "256", "-seconds", "0.01", "-torch=false", "-memory=false"},
 		{"retriever", "data", "-src", retrieverTree(t), "-out", filepath.Join(t.TempDir(), "d")},
-		{"retriever", "eval", "-data", filepath.Join(data, "train.jsonl")},
+		{"retriever", "eval", "-pairs", filepath.Join(data, "train.jsonl")},
 		{"train", "-src", tinyCorpus(t), "-out", filepath.Join(t.TempDir(), "r"), "-quiet", "-val-frac", "0.3"},
 	} {
 		if code, stdout, stderr := attnlabCtx(t, interruptedContext(), args...); code != 130 || !strings.Contains(stderr, "interrupted") {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -53,6 +55,7 @@ func newProgress(total int, what string, quiet bool) *progress {
 
 // set moves the progress to done, with a description of the state.
 func (p *progress) set(done int, desc string) {
+	lastProgress.Store(time.Now().UnixNano())
 	if !p.seen {
 		p.seen, p.first, p.firstAt = true, done, time.Now()
 		if p.term != nil {
@@ -95,4 +98,37 @@ func (p *progress) trainProgress() func(train.Progress) {
 		}
 		p.set(pr.Step, fmt.Sprintf("%s  %5.0f tok/s", desc, pr.TokensPerSec))
 	}
+}
+
+// lastProgress is when a progress was last set (Unix nanoseconds): the
+// heartbeat of a command stays silent while its own progress speaks.
+var lastProgress atomic.Int64
+
+// heartbeatEvery is how often a long command with no progress of its own
+// says it is still running. A variable for the tests.
+var heartbeatEvery = 30 * time.Second
+
+// heartbeat prints "attnlab NAME: running, 1m30s so far" to progressOut
+// every heartbeatEvery in which no progress was set, until stop is
+// called: a long command (the lab, conform, bench…) is never silent for
+// minutes, whatever stderr is.
+func heartbeat(name string) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				if now.Sub(time.Unix(0, lastProgress.Load())) >= heartbeatEvery {
+					fmt.Fprintf(progressOut, "attnlab %s: running, %s so far\n", name, now.Sub(start).Round(time.Second))
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/attnlab/attnlab/internal/oracle"
 	"github.com/attnlab/attnlab/internal/output"
+	"github.com/attnlab/attnlab/oracle"
 	"github.com/attnlab/attnlab/safetensors"
 )
 
@@ -125,8 +125,12 @@ func runRef(ctx context.Context, o *refOpts) error {
 		return usageError{"-op is required"}
 	case !slices.Contains(oracle.Ops, o.op):
 		return usagef("-op %q: want one of %s", o.op, strings.Join(oracle.Ops, ", "))
-	case o.dtype != "float64" && o.dtype != "float32":
-		return usagef("-dtype %q: want float64 or float32", o.dtype)
+	}
+	var err error
+	if o.dtype, err = dtypeName(o.dtype, "float64", "float32"); err != nil {
+		return err
+	}
+	switch {
 	case o.in == "":
 		return usageError{"-in is required"}
 	case o.out == "":

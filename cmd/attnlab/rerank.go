@@ -64,7 +64,8 @@ Example: attnlab retriever rerank -data retr -out run`,
 		fs.Float64Var(&o.MineMargin, "mine-margin", 0.05, "drop BM25 candidates scoring at least (1 − margin)·the gold's score (negative: keep all)")
 		optimFlags(fs, &o.Steps, &o.Warmup, &o.LR, &o.MinLR, &o.WD, &o.Clip, 500, 30, 1e-4, 1e-5)
 		fs.Float64Var(&o.HeadLRScale, "head-lr-scale", 100, "the score head's learning rate over the blocks'")
-		fs.IntVar(&o.Depth, "depth", 20, "candidates re-scored per query in the validation report")
+		fs.IntVar(&o.Depth, "rerank-depth", 20, "candidates re-scored per query in the validation report")
+		oldName(fs, "depth", "rerank-depth")
 		fs.Uint64Var(&o.Seed, "seed", 1, "seed of the query order and the negatives drawn")
 		quiet := fs.Bool("quiet", false, "no progress")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -18,9 +19,12 @@ import (
 
 var retrieverEvalCmd = &command{
 	name:  "eval",
-	usage: "(-data FILE.jsonl | -queries FILE.jsonl -src DIR) [-model DIR] [-reranker DIR] [-systems LIST] [-json | -markdown] [-write-index DIR [-force]]",
+	usage: "(-data DIR | -pairs FILE.jsonl | -queries FILE.jsonl -src DIR) [-model DIR] [-reranker DIR] [-systems LIST] [-json | -markdown] [-write-index DIR [-force]]",
 	short: "measure retrieval systems on a file of (query, code) pairs, or of developer queries over a folder",
-	long: `Retriever eval reads any JSONL file of pairs and, for each system, ranks
+	long: `Retriever eval reads the test split of a folder of retriever data (-data
+DIR: DIR/test.jsonl, as retriever data writes it; -data is a folder in
+every retriever command) or any JSONL file of pairs (-pairs FILE, e.g.
+DIR/val.jsonl) and, for each system, ranks
 all the file's code documents for each query (the gold is the query's own
 document): MRR@10, Recall@1/5/10 and nDCG@10, then the CodeSearchNet
 protocol (the gold among 999 distractors drawn with -seed): CSN MRR, the
@@ -59,13 +63,15 @@ hybrid+rerank and hybrid+rerank+fused. It prints hit@1, hit@3, hit@10 and
 MRR@10 of each, beside BM25 over doc and code, and the median time of a
 query.
 
-Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker
+Example: attnlab retriever eval -data retr -model run/model -reranker run/reranker
+         attnlab retriever eval -pairs retr/val.jsonl -systems bm25,dense
          attnlab retriever eval -queries retrieve/testdata/devqueries/std-test.jsonl -src $(go env GOROOT)/src`,
 	define: func(fs *flag.FlagSet) runFunc {
 		o := &search.EvalOptions{}
-		fs.StringVar(&o.Data, "data", "", "JSONL file of query–code pairs")
+		data := fs.String("data", "", "folder of retriever data (retriever data's -out): its test split, DIR/test.jsonl")
+		fs.StringVar(&o.Data, "pairs", "", "JSONL file of query–code pairs, instead of -data")
 		q := &search.QueryEvalOptions{}
-		fs.StringVar(&q.Queries, "queries", "", "JSONL file of developer queries, each with its gold function, searched in -src (instead of -data; several files: separated by commas)")
+		fs.StringVar(&q.Queries, "queries", "", "JSONL file of developer queries, each with its gold function, searched in -src (instead of -data or -pairs; several files: separated by commas)")
 		fs.StringVar(&q.Src, "src", "", "with -queries: the folder the queries' roots are in")
 		fs.StringVar(&q.Cache, "cache", defaultCache(), "with -queries: folder of cached embeddings, as search's (\"\" none)")
 		fs.BoolVar(&q.Generated, "generated", false, "with -queries: index generated files too")
@@ -88,13 +94,18 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			if err := noArgs(args); err != nil {
 				return err
 			}
+			if q.Queries == "" {
+				if err := pairsFile(*data, &o.Data); err != nil {
+					return err
+				}
+			}
 			switch {
-			case (o.Data == "") == (q.Queries == ""):
-				return usagef("give one of -data FILE and -queries FILE")
+			case q.Queries != "" && (*data != "" || o.Data != ""):
+				return usagef("-queries and -data or -pairs: choose one")
 			case q.Queries != "" && q.Src == "":
 				return usagef("-queries needs -src DIR, the folder its roots are in")
 			case q.Queries != "" && o.WriteIndex != "":
-				return usagef("-write-index goes with -data")
+				return usagef("-write-index goes with -data or -pairs")
 			case *asJSON && *asMarkdown:
 				return usagef("-json and -markdown: choose one")
 			case o.Candidates < 2 || o.Workers < 0 || o.Workers > retrieve.MaxWorkers || o.Depth < 1:
@@ -169,6 +180,28 @@ Example: attnlab retriever eval -data retr/test.jsonl -model run/model -reranker
 			return runRetrieverEval(ctx, o, format, *quiet, stdout)
 		}
 	},
+}
+
+// pairsFile sets *pairs, the file of -pairs, from -data: the test split
+// of the folder data. A file given as -data (its old meaning) is read as
+// -pairs, with a note.
+func pairsFile(data string, pairs *string) error {
+	switch {
+	case data != "" && *pairs != "":
+		return usagef("-data and -pairs: choose one")
+	case data == "" && *pairs == "":
+		return usagef("-data is required: a folder of retriever data (its test split), or -pairs FILE")
+	case data == "":
+		return nil
+	}
+	fi, err := os.Stat(data)
+	if err == nil && !fi.IsDir() || err != nil && strings.HasSuffix(data, ".jsonl") {
+		deprecated("-data FILE", "-pairs FILE (-data is a folder)")
+		*pairs = data
+		return nil
+	}
+	*pairs = retrieve.SplitFile(data, retrieve.SplitTest)
+	return nil
 }
 
 func runRetrieverEval(ctx context.Context, o *search.EvalOptions, format string, quiet bool, stdout io.Writer) error {

@@ -60,7 +60,7 @@ func TestRetrieverDataThenEval(t *testing.T) {
 		t.Errorf("the splits hold %d pairs, want 80", total)
 	}
 
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(out, "train.jsonl"), "-model", "none", "-systems", "bm25", "-workers", "1")
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-pairs", filepath.Join(out, "train.jsonl"), "-model", "none", "-systems", "bm25", "-workers", "1")
 	if code != 0 {
 		t.Fatalf("eval exited %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -88,23 +88,25 @@ func TestRetrieverErrors(t *testing.T) {
 	}{
 		{[]string{"retriever"}, 2, "missing subcommand"},
 		{[]string{"retriever", "index"}, 2, `unknown subcommand "index"`},
-		{[]string{"retriever", "eval"}, 2, "give one of -data FILE and -queries FILE"},
+		{[]string{"retriever", "eval"}, 2, "-data is required"},
 		{[]string{"retriever", "eval", "-queries", bad}, 2, "-queries needs -src DIR"},
-		{[]string{"retriever", "eval", "-data", bad, "-systems", "bm25,tfidf"}, 2, `unknown system "tfidf"`},
-		{[]string{"retriever", "eval", "-data", bad, "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"retriever", "eval", "-queries", bad, "-src", dir, "-pairs", bad}, 2, "-queries and -data or -pairs: choose one"},
+		{[]string{"retriever", "eval", "-pairs", bad, "-systems", "bm25,tfidf"}, 2, `unknown system "tfidf"`},
+		{[]string{"retriever", "eval", "-pairs", bad, "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"retriever", "eval", "-nosuch"}, 2, "flag provided but not defined"},
-		{[]string{"retriever", "eval", "-data", bad, "-fusion", "max"}, 2, `-fusion "max": want blend or rrf`},
-		{[]string{"retriever", "eval", "-data", bad, "-bm25-weight", "1"}, 2, "-bm25-weight 1: want a value in (0, 1)"},
-		{[]string{"retriever", "eval", "-data", bad, "-bm25-weight", "-0.5"}, 2, "-bm25-weight -0.5: want a value in (0, 1)"},
+		{[]string{"retriever", "eval", "-pairs", bad, "-fusion", "max"}, 2, `-fusion "max": want blend or rrf`},
+		{[]string{"retriever", "eval", "-pairs", bad, "-bm25-weight", "1"}, 2, "-bm25-weight 1: want a value in (0, 1)"},
+		{[]string{"retriever", "eval", "-pairs", bad, "-bm25-weight", "-0.5"}, 2, "-bm25-weight -0.5: want a value in (0, 1)"},
+		{[]string{"retriever", "eval", "-pairs", bad, "-bm25-weight", "0"}, 2, "-bm25-weight 0: want a value in (0, 1)"},
 		{[]string{"retriever", "eval", "-queries", bad, "-src", dir, "-fields", "doc=-1"}, 2, "-fields \"doc=-1\": want finite weights"},
 		{[]string{"retriever", "eval", "-queries", bad, "-src", dir, "-fields", "title=1"}, 2, "unknown field \"title\""},
 		{[]string{"search", "-src", dir, "-bm25-weight", "NaN", "query"}, 2, "-bm25-weight NaN"},
-		{[]string{"retriever", "eval", "-data", bad, "-fuse-weight", "1"}, 2, "-fuse-weight 1: want 0 (ranks) or a value in (0, 1)"},
+		{[]string{"retriever", "eval", "-pairs", bad, "-fuse-weight", "1"}, 2, "-fuse-weight 1: want 0 (ranks) or a value in (0, 1)"},
 		{[]string{"retriever", "data", "-val-frac", "0.6", "-test-frac", "0.5"}, 2, "sum of at most 1"},
 		{[]string{"retriever", "data", "-val-frac", "-0.1"}, 2, "-val-frac -0.1"},
-		{[]string{"retriever", "eval", "-data", bad}, 1, `bad.jsonl:2: missing field "query"`},
-		{[]string{"retriever", "eval", "-data", empty}, 1, "holds no pairs"},
-		{[]string{"retriever", "eval", "-data", filepath.Join(dir, "nosuch.jsonl")}, 1, "no such file"},
+		{[]string{"retriever", "eval", "-pairs", bad}, 1, `bad.jsonl:2: missing field "query"`},
+		{[]string{"retriever", "eval", "-pairs", empty}, 1, "holds no pairs"},
+		{[]string{"retriever", "eval", "-pairs", filepath.Join(dir, "nosuch.jsonl")}, 1, "no such file"},
 		{[]string{"retriever", "data", "-src", undocumented, "-out", filepath.Join(dir, "out")}, 1, "no documented function or method"},
 	} {
 		code, _, stderr := attnlab(t, c.args...)

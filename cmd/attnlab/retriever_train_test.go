@@ -127,7 +127,7 @@ func TestRetrieverTrainThenEvalAndSearch(t *testing.T) {
 	// eval reads the checkpoint, or the encoder of the index: same ranks.
 	evalRows := func(model string) map[string]string {
 		t.Helper()
-		code, stdout, stderr := attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-model", model, "-workers", "1")
+		code, stdout, stderr := attnlab(t, "retriever", "eval", "-data", data, "-model", model, "-workers", "1")
 		if code != 0 {
 			t.Fatalf("eval -model %s exited %d\n%s\n%s", model, code, stdout, stderr)
 		}
@@ -459,7 +459,7 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 		t.Errorf("rerank-curves.csv has %d rows, want 4", rows)
 	}
 
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-model", filepath.Join(out, "model"),
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", data, "-model", filepath.Join(out, "model"),
 		"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-candidates", "6")
 	if code != 0 {
 		t.Fatalf("retriever eval exited %d\n%s\n%s", code, stdout, stderr)
@@ -471,7 +471,7 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 		}
 	}
 
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-systems", "bm25+rerank",
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", data, "-systems", "bm25+rerank",
 		"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-candidates", "6", "-json")
 	var js struct {
 		Rows []struct {
@@ -485,7 +485,7 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 
 	// -markdown: a header, a rule and one row per system, each with its
 	// MRR@10 over BM25's (1.00 for BM25 itself)
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(data, "test.jsonl"), "-systems", "bm25,hybrid+rerank",
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", data, "-systems", "bm25,hybrid+rerank",
 		"-model", filepath.Join(out, "model"), "-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "5", "-candidates", "6", "-markdown")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "| system | MRR@10 |") || !strings.HasPrefix(lines[2], "| bm25 | ") ||
@@ -500,7 +500,7 @@ func TestRetrieverRerankThenEval(t *testing.T) {
 		{"-model", "none", "-systems", "bm25+rerank"},
 		{"-reranker", filepath.Join(out, "reranker"), "-rerank-depth", "0"},
 	} {
-		code, stdout, stderr := attnlab(t, append([]string{"retriever", "eval", "-data", filepath.Join(data, "test.jsonl")}, args...)...)
+		code, stdout, stderr := attnlab(t, append([]string{"retriever", "eval", "-data", data}, args...)...)
 		if code == 0 || stdout != "" && !strings.Contains(stdout, "queries") || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
 			t.Errorf("eval %v: exit %d\n%s%s", args, code, stdout, stderr)
 		}

@@ -74,7 +74,7 @@ func TestDoubleSIGTERMStillSaves(t *testing.T) {
 	for _, gap := range []time.Duration{0, time.Millisecond, 20 * time.Millisecond} {
 		t.Run(fmt.Sprint(gap), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
-			args := trainArgs(src, out, "-steps", "100000", "-ckpt-every", "100000", "-eval-every", "100000")
+			args := trainArgs(src, out, "-steps", "100000", "-save-every", "100000", "-eval-every", "100000")
 			cmd, stdout, stderr := startUntil(t, "model:", args...)
 			time.Sleep(300 * time.Millisecond) // a few steps
 			cmd.Process.Signal(syscall.SIGTERM)
@@ -102,7 +102,7 @@ func TestOneWriterPerFolder(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	src, out := tinyCorpus(t), filepath.Join(t.TempDir(), "run")
-	args := trainArgs(src, out, "-steps", "100000", "-ckpt-every", "5", "-eval-every", "100000")
+	args := trainArgs(src, out, "-steps", "100000", "-save-every", "5", "-eval-every", "100000")
 	first, stdout, stderr := startUntil(t, "model:", args...)
 	for _, extra := range [][]string{nil, {"-force"}, {"-resume"}} {
 		code, _, errOut := attnlab(t, append(args, extra...)...)
@@ -145,7 +145,7 @@ func TestTrainNonFiniteSaysWhatIsKept(t *testing.T) {
 		t.Errorf("the folder of a run that kept nothing is left: %v", err)
 	}
 	// a checkpoint every step: the last good one is step 1
-	code, _, stderr = attnlab(t, trainArgs(src, out, "-steps", "10", "-lr", "1e30", "-ckpt-every", "1")...)
+	code, _, stderr = attnlab(t, trainArgs(src, out, "-steps", "10", "-lr", "1e30", "-save-every", "1")...)
 	want := "the last good checkpoint, step 1, is kept in " + filepath.Join(out, "checkpoint") + ": -force starts over"
 	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("NaN after a save: exit %d, stderr %q, want %q", code, stderr, want)

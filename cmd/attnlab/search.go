@@ -36,7 +36,7 @@ by BM25F over the three fields (-fields) and the dual encoder of -model
 read as a query is), each score rescaled to [0, 1] over the candidates and
 weighed -bm25-weight and the rest (-fusion rrf: the reciprocal rank fusion
 of their ranks instead). With a reranker (-reranker) it re-scores the top
--depth and orders them by the first stage's and the reranker's scores,
+-rerank-depth and orders them by the first stage's and the reranker's scores,
 rescaled alike and weighed -fuse-weight and the rest (-fuse=false: by the
 reranker alone). Without -model it uses the encoder attnlab ships and no
 reranker (-reranker shipped adds the shipped reranker). Embeddings are
@@ -81,7 +81,8 @@ func init() {
 		fs.StringVar(&o.reranker, "reranker", "", "the reranker (retriever rerank's OUT/reranker; shipped: the shipped one; none or empty: no reranking)")
 		fs.StringVar(&o.cache, "cache", defaultCache(), "with -src: folder of cached embeddings (\"\" none)")
 		fs.BoolVar(&o.generated, "generated", false, "with -src: index generated files (\"Code generated … DO NOT EDIT.\") too")
-		fs.IntVar(&o.depth, "depth", 5, "with a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
+		fs.IntVar(&o.depth, "rerank-depth", 5, "with a reranker: candidates the reranker re-scores (the rest keep the first stage's order)")
+		oldName(fs, "depth", "rerank-depth")
 		fs.BoolVar(&o.fuse, "fuse", true, "with a reranker: order the re-scored candidates by the fusion of their first-stage and reranker scores (-fuse-weight) (false: by the reranker alone)")
 		checkHybrid := hybridFlags(fs, &o.hybrid, &o.fuseWeight)
 		checkFields := fieldFlags(fs, &o.fields)
@@ -98,7 +99,7 @@ func init() {
 			case query == "":
 				return usagef("missing query")
 			case o.k < 1 || o.depth < 1:
-				return usagef("-k %d, -depth %d: want >= 1", o.k, o.depth)
+				return usagef("-k %d, -rerank-depth %d: want >= 1", o.k, o.depth)
 			case o.json && o.code:
 				return usagef("-json and -code: choose one (the JSON has no code)")
 			}

@@ -53,13 +53,13 @@ func Join(s []string, sep string) string {
 	os.WriteFile(data, []byte(`{"id":"a.Max","query":"returns the larger of a and b.","code":"func Max(a, b int) int {\n\tif a > b {\n\t\treturn a\n\t}\n\treturn b\n}","package":"a","file":"a.go","line":4}
 {"id":"a.Join","query":"concatenates the strings of s with sep between them.","code":"func Join(s []string, sep string) string {\n\treturn strings.Join(s, sep)\n}","package":"a","file":"a.go","line":12}
 `), 0o644)
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", data, "-quiet")
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-pairs", data, "-quiet")
 	for _, row := range []string{"bm25", "dense", "hybrid", "hybrid+rerank"} {
 		if code != 0 || !strings.Contains(stdout, "\n"+strings.Repeat(" ", max(0, 14-len(row)))+row+" ") && !strings.Contains(stdout, " "+row+" ") {
 			t.Errorf("retriever eval: no %s row; exit %d, stdout %q, stderr %q", row, code, stdout, stderr)
 		}
 	}
-	code, stdout, _ = attnlab(t, "retriever", "eval", "-data", data, "-model", "none", "-quiet")
+	code, stdout, _ = attnlab(t, "retriever", "eval", "-pairs", data, "-model", "none", "-quiet")
 	if code != 0 || strings.Contains(stdout, "dense") || !strings.Contains(stdout, "bm25") {
 		t.Errorf("retriever eval -model none: exit %d, stdout %q", code, stdout)
 	}

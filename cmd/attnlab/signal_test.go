@@ -132,7 +132,7 @@ func TestSIGTERMSavesTraining(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	src, out := tinyCorpus(t), filepath.Join(t.TempDir(), "run")
-	args := trainArgs(src, out, "-steps", "100000", "-ckpt-every", "100000", "-eval-every", "100000")
+	args := trainArgs(src, out, "-steps", "100000", "-save-every", "100000", "-eval-every", "100000")
 	terminate := func(args []string) int {
 		cmd, stdout, stderr := startUntil(t, "model:", args...)
 		time.Sleep(500 * time.Millisecond) // a few steps

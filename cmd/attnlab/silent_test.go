@@ -58,7 +58,7 @@ func TestRetrieverSmallData(t *testing.T) {
 		}
 	}
 	// evaluating 2 documents: perfect scores, and a warning that says why
-	code, stdout, stderr = attnlab(t, "retriever", "eval", "-data", filepath.Join(out, "train.jsonl"), "-model", "none")
+	code, stdout, stderr = attnlab(t, "retriever", "eval", "-pairs", filepath.Join(out, "train.jsonl"), "-model", "none")
 	if code != 0 || !strings.Contains(stderr, "warning:") || !strings.Contains(stderr, "top 10") {
 		t.Errorf("eval of 2 pairs: exit %d\n%s%s", code, stdout, stderr)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -25,7 +24,7 @@ AdamW with warmup and cosine decay, gradient clipping and accumulation.
 
 It shows a progress bar (a line every 30 s when stderr is not a terminal),
 writes OUT/curves.csv and OUT/loss.png, and checkpoints OUT/checkpoint
-every -ckpt-every steps (atomically: a checkpoint is complete or absent).
+every -save-every steps (atomically: a checkpoint is complete or absent).
 
 An OUT that holds a run is refused: -resume continues it exactly where its
 checkpoint left off, -force starts over. Ctrl-C or SIGTERM stops after the
@@ -71,7 +70,8 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 	fs.Float64Var(&o.InitStd, "init-std", o.InitStd, "standard deviation of the initial weights")
 	fs.BoolVar(&o.NoPack, "no-pack", o.NoPack, "one document per window (truncated) instead of packing")
 	fs.IntVar(&o.EvalEvery, "eval-every", o.EvalEvery, "validate every N steps")
-	fs.IntVar(&o.SaveEvery, "ckpt-every", o.SaveEvery, "checkpoint every N steps")
+	fs.IntVar(&o.SaveEvery, "save-every", o.SaveEvery, "checkpoint every N steps")
+	oldName(fs, "ckpt-every", "save-every")
 	fs.BoolVar(&o.Resume, "resume", o.Resume, "continue the run in OUT")
 	fs.BoolVar(&o.Force, "force", o.Force, "start over in an OUT that holds a run")
 	fs.BoolVar(&o.Prepare, "prepare", o.Prepare, "write the step-0 checkpoint and the training windows (OUT/data.safetensors) and stop: the input of the PyTorch trainer (python/torch_train.py ddp)")
@@ -84,8 +84,7 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if *preset != "" {
-			given := map[string]bool{}
-			fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+			given := givenFlags(fs)
 			if err := train.ApplyPreset(*preset, given, fs.Set); err != nil {
 				return usageError{err.Error()}
 			}
@@ -138,9 +137,4 @@ func runTrain(ctx context.Context, o *train.RunOptions, quiet bool, stdout io.Wr
 	}
 	fmt.Fprintf(stdout, "\ncheckpoint: %s; curves: %s\n", res.Checkpoint, filepath.Join(o.Out, train.CurvesFile))
 	return nil
-}
-
-// loadLM loads a language-model checkpoint, refusing another kind.
-func loadLM(dir string) (*model.Model[float32], *model.Params[float32], error) {
-	return model.LoadLM[float32](dir)
 }

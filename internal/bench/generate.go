@@ -17,7 +17,6 @@ import (
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/python"
-	"github.com/attnlab/attnlab/tokenizer"
 )
 
 // The generation workload: greedy decoding of GenerateNew tokens after a
@@ -81,7 +80,7 @@ func prepareGenerate(dir string, cfg model.Config, tmp string, promptLen, newTok
 	} else {
 		label = dir
 	}
-	m, p, err := model.LoadLM[float32](dir)
+	m, p, err := model.LoadKind[float32](dir, model.KindLM)
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +89,7 @@ func prepareGenerate(dir string, cfg model.Config, tmp string, promptLen, newTok
 		return nil, fmt.Errorf("bench: %s: a prompt of %d and %d new tokens pass max_position_embeddings = %d", dir, promptLen, newTokens, c.MaxPositionEmbeddings)
 	}
 	var prompt []int
-	if tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json")); err == nil {
-		if tok.VocabSize() != c.VocabSize {
-			return nil, fmt.Errorf("bench: %s: tokenizer has %d tokens, the model %d", dir, tok.VocabSize(), c.VocabSize)
-		}
+	if tok, err := model.LoadTokenizer(dir, c); err == nil {
 		for len(prompt) < promptLen {
 			prompt = tok.AppendEncode(prompt, []byte(promptText))
 		}

@@ -216,3 +216,18 @@ func maxGeneric[T Float](x []T) T {
 	}
 	return max(max(m[0], m[1]), max(m[2], m[3]))
 }
+
+// Convert returns the elements of x converted to S, a new slice (nil for
+// nil): float64 to float32 rounds to nearest, the other ways are exact.
+//
+//	for i, v := range x { out[i] = S(v) }
+func Convert[S, T Float](x []T) []S {
+	if x == nil {
+		return nil
+	}
+	out := make([]S, len(x))
+	for i, v := range x {
+		out[i] = S(v)
+	}
+	return out
+}

@@ -5,7 +5,9 @@
 // mkasm writes the amd64 assembly of package vec: the level-1 kernels (Dot,
 // Axpy, Scale), Exp, the matrix–vector kernels (Dots, Axpys) and the GEMM
 // micro-kernels, for float32 and float64, in an AVX-512 and an AVX2+FMA
-// flavour. Run it with `go generate` in internal/vec.
+// flavour. Run it with `go generate` in internal/vec; -o DIR writes the
+// files into DIR instead (TestAssemblyIsGenerated compares them with the
+// committed ones).
 //
 // The kernels are unrolled, so they are written by this program rather than by
 // hand; every instruction sequence below says what it computes.
@@ -13,11 +15,15 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"log"
 	"math"
 	"os"
+	"path/filepath"
 )
+
+var outDir = flag.String("o", ".", "the folder the assembly files are written to")
 
 // elem describes an element type.
 type elem struct {
@@ -74,7 +80,7 @@ func newFile() *asm {
 }
 
 func (a *asm) write(path string) {
-	if err := os.WriteFile(path, a.b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(*outDir, path), a.b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -1418,6 +1424,7 @@ var kernels = []kernelShape{
 }
 
 func main() {
+	flag.Parse()
 	d := newFile()
 	a := newFile()
 	s := newFile()

@@ -26,9 +26,10 @@
 // a negative for it, except known false negatives: documents whose code
 // equals the positive's up to white space, and the positives of other
 // queries with the same text. Those are masked out of the softmax
-// (retrieve.DuplicateMask). The loss is nn.InfoNCE at a fixed
-// temperature (0.05 by default) or a learned one, optimised with AdamW
-// under warmup and cosine decay.
+// (nn.DuplicateMask). Each sequence is mean-pooled at its own length;
+// the pooled vectors go through nn.Head (L2 normalisation and nn.InfoNCE,
+// the head the lab checks) at a fixed temperature (0.05 by default) or a
+// learned one, optimised with AdamW under warmup and cosine decay.
 //
 // Each sequence is encoded on its own (a batch of one), padded to a
 // multiple of 16 tokens: no compute is spent on padding to the longest

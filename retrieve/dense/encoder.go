@@ -12,8 +12,8 @@ import (
 // Encoder is the transformer of a dual encoder: token embedding, the
 // pre-norm blocks of package model with bidirectional attention (causal
 // with Causal) and padding masks, and a final RMSNorm. It turns B sequences of
-// token ids into B·T token vectors; the contrastive head (nn.Head's
-// ops) pools and normalises them.
+// token ids into B·T token vectors; the contrastive head (nn.Head) pools
+// and normalises them.
 //
 // The weights are those of a model.Model with tied embeddings: its LM head
 // is never used, so a checkpoint is a Hugging Face Llama directory whose

@@ -27,7 +27,7 @@ func TestFromLM(t *testing.T) {
 	var tj bytes.Buffer
 	tok.WriteJSON(&tj)
 	dir := filepath.Join(t.TempDir(), "lm")
-	if err := lm.Save(dir, p, map[string][]byte{TokenizerFile: tj.Bytes()}); err != nil {
+	if err := lm.Save(dir, p, map[string][]byte{model.TokenizerFile: tj.Bytes()}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := FromLM(dir, Settings{MaxQuery: 16, MaxCode: 32, Tau: 0.05}, 0)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -26,10 +27,9 @@ import (
 )
 
 // Checkpoint file names beside model.Save's config.json and
-// model.safetensors.
+// model.safetensors and the tokenizer (model.TokenizerFile).
 const (
-	TokenizerFile = "tokenizer.json"
-	SettingsFile  = "dense.json"
+	SettingsFile = "dense.json"
 
 	// MaxSettingsBytes bounds the settings file, which holds a few
 	// hundred bytes: a larger one (or /dev/zero) is refused naming it.
@@ -336,7 +336,7 @@ func (m *Model) SaveWith(dir string, extra map[string][]byte) error {
 	if err != nil {
 		return fmt.Errorf("dense: %w", err)
 	}
-	files := map[string][]byte{TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n')}
+	files := map[string][]byte{model.TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n')}
 	for name, data := range extra {
 		files[name] = data
 	}
@@ -345,22 +345,16 @@ func (m *Model) SaveWith(dir string, extra map[string][]byte) error {
 
 // Load reads a checkpoint directory written by Save.
 func Load(dir string) (*Model, error) {
-	if err := model.CheckKind(dir, model.KindDualEncoder); err != nil {
-		return nil, err
-	}
-	mod, p, err := model.Load[float32](dir)
+	mod, p, err := model.LoadKind[float32](dir, model.KindDualEncoder)
 	if err != nil {
 		return nil, err
 	}
 	if !mod.Config.TieWordEmbeddings {
 		return nil, fmt.Errorf("dense: %s: tie_word_embeddings is false: not a dense encoder checkpoint", dir)
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	tok, err := model.LoadTokenizer(dir, mod.Config)
 	if err != nil {
 		return nil, fmt.Errorf("dense: %w", err)
-	}
-	if tok.VocabSize() > mod.Config.VocabSize {
-		return nil, fmt.Errorf("dense: %s: the tokenizer has %d ids, the model %d", dir, tok.VocabSize(), mod.Config.VocabSize)
 	}
 	data, err := readlimit.File(filepath.Join(dir, SettingsFile), MaxSettingsBytes)
 	if err != nil {
@@ -368,7 +362,7 @@ func Load(dir string) (*Model, error) {
 	}
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("dense: %s: %w", filepath.Join(dir, SettingsFile), err)
+		return nil, fmt.Errorf("dense: %s: %w", filepath.Join(dir, SettingsFile), jsonerr.Describe(err))
 	}
 	switch {
 	case s.MaxQuery < 1 || s.MaxCode < 1 || Padded(max(s.MaxQuery, s.MaxCode)) > mod.Config.MaxPositionEmbeddings:
@@ -438,13 +432,9 @@ func LoadFolder(dir string) (*Model, error) {
 // keeps the first layers blocks alone (and the final norm): a shallower,
 // faster encoder, whose lower blocks carry the more lexical features.
 func FromLM(dir string, s Settings, layers int) (*Model, error) {
-	lm, lp, err := model.LoadLM[float32](dir)
+	lm, err := model.LoadLM[float32](dir)
 	if err != nil {
 		return nil, err
-	}
-	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
-	if err != nil {
-		return nil, fmt.Errorf("dense: %w", err)
 	}
 	cfg := lm.Config
 	if !cfg.TieWordEmbeddings {
@@ -461,12 +451,12 @@ func FromLM(dir string, s Settings, layers int) (*Model, error) {
 		cfg.NumHiddenLayers = layers
 	}
 	s.Text = TextRaw
-	m, err := New(cfg, tok, s, 0.02, 1)
+	m, err := New(cfg, lm.Tok, s, 0.02, 1)
 	if err != nil {
 		return nil, err
 	}
 	from := map[string][]float32{}
-	for _, t := range lm.Tensors(lp) {
+	for _, t := range lm.Tensors(lm.Params) {
 		from[t.Name] = t.Data
 	}
 	for _, t := range m.Enc.Model.Tensors(m.Enc.Params) {

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/attnlab/attnlab/internal/fsprobe"
 	"github.com/attnlab/attnlab/internal/memlimit"
-	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/train"
@@ -162,201 +160,208 @@ type RunResult struct {
 // An Out that holds a run is refused unless o.Force (start over) or
 // o.Resume (continue it from its last checkpoint: the weights, the
 // optimiser's moments and the place in the data, so that the resumed run
-// takes the steps the whole run would have taken, bit for bit). An
-// interrupt before the first step writes nothing; after it, the model so
-// far is saved with its training state and ctx's error returned. A
-// non-finite step keeps the last checkpoint.
+// takes the steps the whole run would have taken, bit for bit): the folder
+// is a train.Session's. An interrupt before the first step writes nothing;
+// after it, the model so far is saved with its training state and ctx's
+// error returned. A non-finite step keeps the last checkpoint.
 func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	indexFiles := o.IndexData
 	if len(indexFiles) == 0 {
-		indexFiles = []string{filepath.Join(o.Data, "test.jsonl")}
+		indexFiles = []string{retrieve.SplitFile(o.Data, retrieve.SplitTest)}
 	}
-	ckpt := filepath.Join(o.Out, ModelDir)
-	claim, err := output.Target{Path: o.Out, Flag: "-out", Replace: o.Force || o.Resume, Inputs: append([]string{o.Data, o.Init}, indexFiles...),
-		Hint: "-resume continues its training, -force starts over"}.ClaimDir()
+	s, err := train.OpenSession(train.SessionOptions{Layout: o.Layout(), Resume: o.Resume, Force: o.Force, Kind: model.KindDualEncoder,
+		Inputs: append([]string{o.Data, o.Init}, indexFiles...)}, ev)
 	if err != nil {
 		return nil, err
 	}
-	defer claim.Release()
-	for _, line := range claim.Recovered {
-		ev.Logf("%s", line)
-	}
-	if err := fsprobe.Dir(o.Out); err != nil { // before the work, not after it
-		return nil, fmt.Errorf("dense: out: %w", err)
-	}
-	if o.Resume {
-		if _, err := os.Stat(filepath.Join(ckpt, train.StateFile)); err != nil {
-			return nil, fmt.Errorf("dense: -resume: %s holds no training state to continue (%v)", ckpt, err)
-		}
-	}
-	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
+	defer s.Close()
+	d, err := readRunData(o, indexFiles, ev)
 	if err != nil {
 		return nil, err
 	}
-	valPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl"))
+	m, err := o.encoder(s, d.train, ev)
 	if err != nil {
 		return nil, err
-	}
-	var indexPairs []retrieve.Pair
-	for _, f := range indexFiles {
-		ps, err := retrieve.ReadJSONL(f)
-		if err != nil {
-			return nil, err
-		}
-		indexPairs = append(indexPairs, ps...)
-	}
-	if len(trainPairs) < o.Batch {
-		return nil, fmt.Errorf("dense: %s: %d pairs, fewer than a batch of %d", filepath.Join(o.Data, "train.jsonl"), len(trainPairs), o.Batch)
-	}
-	if len(indexPairs) == 0 {
-		return nil, fmt.Errorf("dense: the index files %v hold no pairs: the index would be empty", indexFiles)
-	}
-	if len(valPairs) == 0 {
-		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
-	}
-
-	// The encoder: a language model's, or a fresh one with a tokenizer
-	// learned on the pairs.
-	t0 := time.Now()
-	var m *Model
-	if o.Resume {
-		if m, err = Load(ckpt); err != nil {
-			return nil, err
-		}
-		ev.Logf("encoder: resuming %s", ckpt)
-	} else if o.Init != "" {
-		kind, err := model.ReadKind(o.Init)
-		if err != nil {
-			return nil, err
-		}
-		if kind == model.KindDualEncoder {
-			if o.InitLayers != 0 {
-				return nil, fmt.Errorf("dense: init-layers %d with the dual encoder %s: its blocks are kept whole", o.InitLayers, o.Init)
-			}
-			if m, err = Load(o.Init); err != nil {
-				return nil, err
-			}
-			m.Settings.Tau = o.Settings.Tau
-			ev.Logf("encoder: fine-tuning the dual encoder %s (its tokenizer of %d ids, its text, lengths, attention and query prefix %q)",
-				o.Init, m.Tok.VocabSize(), m.Settings.QueryPrefix)
-		} else {
-			if m, err = FromLM(o.Init, o.Settings, o.InitLayers); err != nil {
-				return nil, err
-			}
-			ev.Logf("encoder: the language model %s (its tokenizer of %d ids, raw text)", o.Init, m.Tok.VocabSize())
-		}
-	} else {
-		tok, err := TrainTokenizer(trainPairs, o.Vocab, o.Settings)
-		if err != nil {
-			return nil, err
-		}
-		ev.Logf("tokenizer: %d ids learned on the code and queries (%s) of %d training pairs (%.1fs)", tok.VocabSize(), o.Settings.Text, len(trainPairs), time.Since(t0).Seconds())
-		cfg := o.config()
-		cfg.VocabSize = tok.VocabSize()
-		if m, err = New(cfg, tok, o.Settings, o.InitStd, o.Seed); err != nil {
-			return nil, err
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t0 = time.Now()
-	negs, ms := retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: max(o.HardNegatives, 1), Depth: o.MineDepth, Margin: o.MineMargin})
-	if o.HardNegatives == 0 {
-		negs = nil
-	}
-	ev.Logf("hard negatives: %d kept for %d queries (top %d of BM25); dropped %d with the gold's code, %d within %.0f%% of the gold's score; %d queries short (%.1fs)",
-		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, ms.Short, time.Since(t0).Seconds())
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cfg := m.Enc.Model.Config
-	if err := o.checkMemory(cfg); err != nil {
-		return nil, &train.OptionError{Err: err} // the model's sizes are Init's or the run's
-	}
-	opt := o.optim()
-	tr, err := NewTrainer(m.Enc, NewData(m, trainPairs, negs), Options{
-		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
-		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
-	})
+	tr, err := o.trainer(m, d.train, ev)
 	if err != nil {
 		return nil, err
 	}
-	res := &RunResult{Model: ckpt, Index: filepath.Join(o.Out, IndexDir), ValPairs: len(valPairs)}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := &RunResult{Model: s.Checkpoint, Index: filepath.Join(o.Out, IndexDir), ValPairs: len(d.val)}
 	for _, t := range m.Enc.Model.Tensors(m.Enc.Params) {
 		res.Params += len(t.Data)
 	}
+	cfg := m.Enc.Model.Config
 	ev.Logf("encoder: %d parameters (dim %d, %d blocks, %d/%d heads, ffn %d); batch %d pairs + %d hard negatives each, τ %g%s, %s loss, %d steps",
 		res.Params, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.IntermediateSize, o.Batch, o.HardNegatives,
 		o.Settings.Tau, map[bool]string{true: " learned", false: " fixed"}[o.LearnTau], map[bool]string{true: "symmetric", false: "query→code"}[o.Symmetric], o.Steps)
 
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, err
-	}
-	loop := &train.Loop{Steps: o.Steps, Curves: filepath.Join(o.Out, CurvesFile), WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: ckpt,
+	loop := &train.Loop{Steps: o.Steps, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "tau", "docs", "tokens"},
 		Step: func() (train.Record, error) {
-			s, err := tr.TrainStepContext(ctx)
+			st, err := tr.TrainStepContext(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return train.Record{"step": float64(s.Step), "loss": s.Loss, "accuracy": s.Accuracy, "lr": s.LR, "grad_norm": s.GradNorm,
-				"tau": s.Tau, "docs": float64(s.Docs), "tokens": float64(s.Tokens)}, nil
-		},
-		Save: func() error {
-			m.Settings.Tau = tr.Tau
-			files, err := tr.Files()
-			if err != nil {
-				return err
-			}
-			return m.SaveWith(res.Model, files)
+			return train.Record{"step": float64(st.Step), "loss": st.Loss, "accuracy": st.Accuracy, "lr": st.LR, "grad_norm": st.GradNorm,
+				"tau": st.Tau, "docs": float64(st.Docs), "tokens": float64(st.Tokens)}, nil
 		},
 	}
-	if o.Resume {
-		if err := tr.Resume(ckpt); err != nil {
-			return nil, err
-		}
-		if loop.Rows, err = train.ReadCurves(loop.Curves, tr.Step); err != nil {
-			return nil, err
-		}
-		ev.Logf("resuming at step %d of %d", tr.Step, o.Steps)
+	if err := s.Restore(tr, loop); err != nil {
+		return nil, err
 	}
-	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
-		if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) && nf.Kept < 0 {
-			os.Remove(o.Out) // when empty: a rerun finds the folder as it was
-		}
+	save := func(dir string, files map[string][]byte) error {
+		m.Settings.Tau = tr.Tau
+		return m.SaveWith(dir, files)
+	}
+	if res.Loop, err = s.Train(ctx, loop, tr, save); err != nil {
+		return res, err
+	}
+	if res.ValDense, res.ValBM25, err = validate(ctx, m, d.val, ev); err != nil {
 		return res, err
 	}
 
-	// Validation: MRR@10 of the model and of BM25 over the validation split.
-	if len(valPairs) > 0 {
-		valIndex, err := NewIndex(ctx, m, valPairs, ev.Count("embedding the validation code", len(valPairs)))
-		if err != nil {
-			return res, err
-		}
-		queries, codes := make([]string, len(valPairs)), make([]string, len(valPairs))
-		for i, p := range valPairs {
-			queries[i], codes[i] = p.Query, p.Code
-		}
-		if res.ValDense, err = retrieve.Evaluate(ctx, valIndex.Ranker(), queries, len(codes), retrieve.EvalOptions{}); err != nil {
-			return res, err
-		}
-		if res.ValBM25, err = retrieve.Evaluate(ctx, retrieve.NewBM25(codes), queries, len(codes), retrieve.EvalOptions{}); err != nil {
-			return res, err
-		}
-	}
-
 	// The index of IndexData, for attnlab search.
-	x, err := NewIndex(ctx, m, indexPairs, ev.Count("embedding the index", len(indexPairs)))
+	x, err := NewIndex(ctx, m, d.index, ev.Count("embedding the index", len(d.index)))
 	if err != nil {
 		return res, err
 	}
 	if err := x.Save(res.Index); err != nil {
 		return res, err
 	}
-	res.IndexDocs = len(indexPairs)
+	res.IndexDocs = len(d.index)
 	return res, nil
+}
+
+// Layout is where a run of o keeps its files.
+func (o RunOptions) Layout() train.Layout {
+	return train.Layout{Out: o.Out, Checkpoint: filepath.Join(o.Out, ModelDir), Curves: filepath.Join(o.Out, CurvesFile)}
+}
+
+// runData are the pairs of a run.
+type runData struct {
+	train, val, index []retrieve.Pair
+}
+
+// readRunData reads the training and validation pairs of o.Data and the
+// pairs of the index files.
+func readRunData(o RunOptions, indexFiles []string, ev train.Events) (*runData, error) {
+	var d runData
+	var err error
+	if d.train, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitTrain)); err != nil {
+		return nil, err
+	}
+	if d.val, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitVal)); err != nil {
+		return nil, err
+	}
+	for _, f := range indexFiles {
+		ps, err := retrieve.ReadJSONL(f)
+		if err != nil {
+			return nil, err
+		}
+		d.index = append(d.index, ps...)
+	}
+	if len(d.train) < o.Batch {
+		return nil, fmt.Errorf("dense: %s: %d pairs, fewer than a batch of %d", retrieve.SplitFile(o.Data, retrieve.SplitTrain), len(d.train), o.Batch)
+	}
+	if len(d.index) == 0 {
+		return nil, fmt.Errorf("dense: the index files %s hold no pairs: the index would be empty", strings.Join(indexFiles, ", "))
+	}
+	if len(d.val) == 0 {
+		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", retrieve.SplitFile(o.Data, retrieve.SplitVal)))
+	}
+	return &d, nil
+}
+
+// encoder returns the run's encoder: the checkpoint's when resuming, a
+// language model's or a dual encoder's (o.Init), or a fresh one with a
+// tokenizer learned on the pairs.
+func (o RunOptions) encoder(s *train.Session, pairs []retrieve.Pair, ev train.Events) (*Model, error) {
+	if o.Resume {
+		return Load(s.Checkpoint)
+	}
+	if o.Init == "" {
+		t0 := time.Now()
+		tok, err := TrainTokenizer(pairs, o.Vocab, o.Settings)
+		if err != nil {
+			return nil, err
+		}
+		ev.Logf("tokenizer: %d ids learned on the code and queries (%s) of %d training pairs (%.1fs)", tok.VocabSize(), o.Settings.Text, len(pairs), time.Since(t0).Seconds())
+		cfg := o.config()
+		cfg.VocabSize = tok.VocabSize()
+		return New(cfg, tok, o.Settings, o.InitStd, o.Seed)
+	}
+	kind, err := model.ReadKind(o.Init)
+	if err != nil {
+		return nil, err
+	}
+	if kind != model.KindDualEncoder {
+		m, err := FromLM(o.Init, o.Settings, o.InitLayers)
+		if err != nil {
+			return nil, err
+		}
+		ev.Logf("encoder: the language model %s (its tokenizer of %d ids, raw text)", o.Init, m.Tok.VocabSize())
+		return m, nil
+	}
+	if o.InitLayers != 0 {
+		return nil, fmt.Errorf("dense: init-layers %d with the dual encoder %s: its blocks are kept whole", o.InitLayers, o.Init)
+	}
+	m, err := Load(o.Init)
+	if err != nil {
+		return nil, err
+	}
+	m.Settings.Tau = o.Settings.Tau
+	ev.Logf("encoder: fine-tuning the dual encoder %s (its tokenizer of %d ids, its text, lengths, attention and query prefix %q)",
+		o.Init, m.Tok.VocabSize(), m.Settings.QueryPrefix)
+	return m, nil
+}
+
+// trainer mines the hard negatives of the pairs and returns the trainer
+// of m on them.
+func (o RunOptions) trainer(m *Model, pairs []retrieve.Pair, ev train.Events) (*Trainer, error) {
+	t0 := time.Now()
+	negs, ms := retrieve.MineHardNegatives(pairs, retrieve.MineOptions{K: max(o.HardNegatives, 1), Depth: o.MineDepth, Margin: o.MineMargin})
+	if o.HardNegatives == 0 {
+		negs = nil
+	}
+	ev.Logf("hard negatives: %d kept for %d queries (top %d of BM25); dropped %d with the gold's code, %d within %.0f%% of the gold's score; %d queries short (%.1fs)",
+		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, ms.Short, time.Since(t0).Seconds())
+	if err := o.checkMemory(m.Enc.Model.Config); err != nil {
+		return nil, &train.OptionError{Err: err} // the model's sizes are Init's or the run's
+	}
+	opt := o.optim()
+	return NewTrainer(m.Enc, NewData(m, pairs, negs), Options{
+		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
+		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
+	})
+}
+
+// validate returns MRR@10 of m and of BM25 over the validation pairs
+// (zero metrics when there are none).
+func validate(ctx context.Context, m *Model, val []retrieve.Pair, ev train.Events) (dense, bm25 retrieve.Metrics, err error) {
+	if len(val) == 0 {
+		return dense, bm25, nil
+	}
+	valIndex, err := NewIndex(ctx, m, val, ev.Count("embedding the validation code", len(val)))
+	if err != nil {
+		return dense, bm25, err
+	}
+	queries, codes := make([]string, len(val)), make([]string, len(val))
+	for i, p := range val {
+		queries[i], codes[i] = p.Query, p.Code
+	}
+	if dense, err = retrieve.Evaluate(ctx, valIndex.Ranker(), queries, len(codes), retrieve.EvalOptions{Progress: ev.Count("validating dense", len(queries))}); err != nil {
+		return dense, bm25, err
+	}
+	bm25, err = retrieve.Evaluate(ctx, retrieve.NewBM25(codes), queries, len(codes), retrieve.EvalOptions{Progress: ev.Count("validating bm25", len(queries))})
+	return dense, bm25, err
 }

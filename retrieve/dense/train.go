@@ -262,7 +262,7 @@ func (t *Trainer) TrainStepContext(ctx context.Context) (StepResult, error) {
 	// False negatives: copies of a positive's code, and the positives of
 	// other queries with the same text.
 	mask := make([]bool, B*N)
-	retrieve.DuplicateMask(mask, keys, B)
+	nn.DuplicateMask(mask, keys, B)
 	for i := range B {
 		for j := range B {
 			if j != i && t.Data.QueryText[idx[i]] == t.Data.QueryText[idx[j]] {
@@ -304,15 +304,14 @@ func (t *Trainer) TrainStepContext(ctx context.Context) (StepResult, error) {
 		}
 	}
 
-	// pass 2: normalise, similarities, loss
-	nrm := nn.L2Norm[float32]{D: D, Eps: 1e-12}
-	emb, norms := make([]float32, len(pooled)), make([]float32, len(seqs))
-	nrm.Forward(emb, norms, pooled, len(seqs))
+	// pass 2: normalise, similarities, loss: the contrastive head
+	head := nn.Head[float32]{Loss: nn.InfoNCE[float32]{B: B, N: N, D: D, Symmetric: o.Symmetric}, Eps: 1e-12}
+	ha := head.NewActs()
+	copy(ha.PQ, pooled[:B*D])
+	copy(ha.PD, pooled[B*D:])
 	tau := float32(t.Tau)
-	loss := nn.InfoNCE[float32]{B: B, N: N, D: D, Symmetric: o.Symmetric}
-	la := loss.NewActs()
-	q, d := emb[:B*D], emb[B*D:]
-	l := loss.Forward(la, q, d, tau, mask)
+	la := ha.Loss
+	l := head.ForwardPooled(ha, tau, mask)
 	if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
 		return StepResult{}, fmt.Errorf("dense: step %d: %w", t.Step+1, ErrNonFinite)
 	}
@@ -333,12 +332,10 @@ func (t *Trainer) TrainStepContext(ctx context.Context) (StepResult, error) {
 	// The chain rule starts with dloss = 1 and runs back through the head
 	// into each sequence's token vectors, then through the encoder.
 	t.Enc.Model.Zero(t.grads)
-	demb := make([]float32, len(emb))
 	var dtau float32
-	loss.Backward(demb[:B*D], demb[B*D:], &dtau, 1, q, d, tau, mask, la)
-	// forward was: emb = L2Norm(pooled)
+	// forward was: the head on the pooled vectors
 	dpooled := make([]float32, len(pooled))
-	nrm.Backward(dpooled, demb, emb, norms, len(seqs))
+	head.BackwardPooled(dpooled[:B*D], dpooled[B*D:], &dtau, 1, ha, tau, mask)
 
 	// pass 3: the backward of each sequence, Chunk at a time. The loss
 	// depends on the weights θ only through the pooled vectors p_x, so

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
@@ -22,10 +23,9 @@ import (
 )
 
 // Checkpoint file names beside model.Save's config.json and
-// model.safetensors.
+// model.safetensors and the tokenizer (model.TokenizerFile).
 const (
-	TokenizerFile = "tokenizer.json"
-	SettingsFile  = "rerank.json"
+	SettingsFile = "rerank.json"
 
 	// MaxSettingsBytes bounds the settings file, which holds a few
 	// hundred bytes: a larger one (or /dev/zero) is refused naming it.
@@ -442,7 +442,7 @@ func (m *Model) SaveWith(dir string, extra map[string][]byte) error {
 	if err != nil {
 		return fmt.Errorf("rerank: %w", err)
 	}
-	files := map[string][]byte{TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n'), HeadFile: head}
+	files := map[string][]byte{model.TokenizerFile: tok.Bytes(), SettingsFile: append(set, '\n'), HeadFile: head}
 	for name, data := range extra {
 		files[name] = data
 	}
@@ -457,16 +457,13 @@ func Load(dir string) (*Model, error) {
 	}
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, SettingsFile), err)
+		return nil, fmt.Errorf("rerank: %s: %w", filepath.Join(dir, SettingsFile), jsonerr.Describe(err))
 	}
-	if err := model.CheckKind(dir, model.KindReranker); err != nil {
-		return nil, err
-	}
-	mod, p, err := model.Load[float32](dir)
+	mod, p, err := model.LoadKind[float32](dir, model.KindReranker)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	tok, err := model.LoadTokenizer(dir, mod.Config)
 	if err != nil {
 		return nil, fmt.Errorf("rerank: %w", err)
 	}

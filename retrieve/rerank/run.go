@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/attnlab/attnlab/internal/fsprobe"
 	"github.com/attnlab/attnlab/internal/memlimit"
-	"github.com/attnlab/attnlab/internal/output"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
@@ -76,7 +73,7 @@ func (o RunOptions) Validate() error {
 	case o.SaveEvery < 0 || o.TrainPairs < 0:
 		return fmt.Errorf("save-every %d, train-pairs %d: want >= 0", o.SaveEvery, o.TrainPairs)
 	case o.Steps < 1 || o.Groups < 1 || o.Candidates < 2 || o.Warmup < 0 || o.Depth < 1:
-		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, depth %d: want steps, groups and depth >= 1, candidates >= 2, warmup >= 0",
+		return fmt.Errorf("steps %d, groups %d, candidates %d, warmup %d, rerank-depth %d: want steps, groups and rerank-depth >= 1, candidates >= 2, warmup >= 0",
 			o.Steps, o.Groups, o.Candidates, o.Warmup, o.Depth)
 	case o.MaxQuery < 1 || o.MaxCode < 1:
 		return fmt.Errorf("max-query %d, max-code %d: want >= 1", o.MaxQuery, o.MaxCode)
@@ -99,7 +96,7 @@ func (o RunOptions) Validate() error {
 	}{
 		{"groups", o.Groups, dense.MaxCount}, {"candidates", o.Candidates, dense.MaxCount}, {"bm25-negatives", o.BM25Negs, dense.MaxCount},
 		{"dense-negatives", o.DenseNegs, dense.MaxCount}, {"random-negatives", o.RandomNegs, dense.MaxCount}, {"first-stage-negatives", o.FirstNegs, dense.MaxCount},
-		{"mine-depth", o.MineDepth, dense.MaxCount}, {"depth", o.Depth, dense.MaxCount},
+		{"mine-depth", o.MineDepth, dense.MaxCount}, {"rerank-depth", o.Depth, dense.MaxCount},
 		{"max-query", o.MaxQuery, model.MaxPositions}, {"max-code", o.MaxCode, model.MaxPositions}, {"cross-layers", o.Cross, model.MaxLayers},
 	} {
 		if f.v > f.max {
@@ -138,12 +135,12 @@ type RunResult struct {
 }
 
 // Run trains the reranker as o describes and reports validation MRR@10 of
-// the first stages and of hybrid + rerank. An existing OUT/reranker is
-// refused unless o.Force (start over) or o.Resume (continue it from its
-// last checkpoint, taking the steps the whole run would have taken, bit
-// for bit); an interrupt before the first step writes nothing, after it
-// saves the reranker so far with its training state and returns ctx's
-// error.
+// the first stages and of hybrid + rerank. OUT/reranker is a
+// train.Session's: an existing one is refused unless o.Force (start over)
+// or o.Resume (continue it from its last checkpoint, taking the steps the
+// whole run would have taken, bit for bit); an interrupt before the first
+// step writes nothing, after it saves the reranker so far with its
+// training state and returns ctx's error.
 func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -151,146 +148,32 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if o.Model == "" {
 		o.Model = filepath.Join(o.Out, dense.ModelDir)
 	}
-	res := &RunResult{Reranker: filepath.Join(o.Out, RerankerDir), Curves: filepath.Join(o.Out, CurvesFile)}
-	claim, err := output.Target{Path: res.Reranker, Flag: "-out", Replace: o.Force || o.Resume, Inputs: []string{o.Data, o.Model, o.Init},
-		Hint: "-resume continues its training, -force starts over"}.ClaimDir()
+	s, err := train.OpenSession(train.SessionOptions{Layout: o.Layout(), Resume: o.Resume, Force: o.Force, Kind: model.KindReranker,
+		Inputs: []string{o.Data, o.Model, o.Init}}, ev)
 	if err != nil {
 		return nil, err
 	}
-	defer claim.Release()
-	for _, line := range claim.Recovered {
-		ev.Logf("%s", line)
-	}
-	if err := fsprobe.Dir(res.Reranker); err != nil { // before the work, not after it
-		return nil, fmt.Errorf("rerank: out: %w", err)
-	}
-	if o.Resume {
-		if _, err := os.Stat(filepath.Join(res.Reranker, train.StateFile)); err != nil {
-			return nil, fmt.Errorf("rerank: -resume: %s holds no training state to continue (%v)", res.Reranker, err)
-		}
-	}
-	trainPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "train.jsonl"))
+	defer s.Close()
+	res := &RunResult{Reranker: s.Checkpoint, Curves: s.Curves}
+	trainPairs, valPairs, err := o.readPairs(ev)
 	if err != nil {
 		return nil, err
-	}
-	valPairs, err := retrieve.ReadJSONL(filepath.Join(o.Data, "val.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	if o.TrainPairs > 0 && o.TrainPairs < len(trainPairs) {
-		r := rand.New(rand.NewPCG(o.Seed, 0x5a3b1e))
-		r.Shuffle(len(trainPairs), func(i, j int) { trainPairs[i], trainPairs[j] = trainPairs[j], trainPairs[i] })
-		trainPairs = trainPairs[:o.TrainPairs]
-		ev.Logf("training pairs: a sample of %d (seed %d)", o.TrainPairs, o.Seed)
-	}
-	if len(trainPairs) < o.Groups {
-		return nil, fmt.Errorf("rerank: %s: %d pairs, fewer than %d groups", filepath.Join(o.Data, "train.jsonl"), len(trainPairs), o.Groups)
-	}
-	if len(valPairs) == 0 {
-		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", filepath.Join(o.Data, "val.jsonl")))
 	}
 	dm, err := dense.LoadFolder(o.Model)
 	if err != nil {
 		return nil, err
 	}
-	var m *Model
-	if o.Resume {
-		if m, err = Load(res.Reranker); err == nil {
-			s, cross := m.Settings, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated
-			if s.MaxQuery != o.MaxQuery || s.MaxCode != o.MaxCode || s.Lexical != o.Lexical || cross != o.Cross {
-				err = fmt.Errorf("rerank: resume: %s has max-query %d, max-code %d, lexical %v, cross-layers %d; this run asks for %d, %d, %v, %d",
-					res.Reranker, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
-			}
-		}
-	} else if o.Init != "" {
-		if m, err = Load(o.Init); err == nil {
-			s, cross := m.Settings, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated
-			if s.MaxQuery != o.MaxQuery || s.MaxCode != o.MaxCode || s.Lexical != o.Lexical || cross != o.Cross {
-				err = fmt.Errorf("rerank: init: %s has max-query %d, max-code %d, lexical %v, cross-layers %d; this run asks for %d, %d, %v, %d",
-					o.Init, s.MaxQuery, s.MaxCode, s.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
-			}
-		}
-	} else {
-		if m, err = FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed); err == nil && o.ZeroCross {
-			m.ZeroCross()
-		}
-	}
+	m, err := o.reranker(s, dm)
 	if err != nil {
 		return nil, err
 	}
 	if err := o.checkMemory(m.Enc.Model.Config); err != nil {
 		return nil, &train.OptionError{Err: err}
 	}
-
-	// Hard negatives: BM25's and the dual encoder's, interleaved.
-	t0 := time.Now()
-	var bm [][]int
-	if o.BM25Negs > 0 {
-		var ms retrieve.MineStats
-		bm, ms = retrieve.MineHardNegatives(trainPairs, retrieve.MineOptions{K: o.BM25Negs, Depth: o.MineDepth, Margin: o.MineMargin})
-		ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
-			ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
-	}
-	var dn, fn [][]int
-	if o.DenseNegs > 0 || o.FirstNegs > 0 {
-		t0 = time.Now()
-		x, err := dense.NewIndex(ctx, dm, trainPairs, ev.Count("embedding the training code", len(trainPairs)))
-		if err != nil {
-			return nil, err
-		}
-		if o.DenseNegs > 0 {
-			dn = MineDense(x, trainPairs, o.DenseNegs, o.MineDepth)
-			kept := 0
-			for _, l := range dn {
-				kept += len(l)
-			}
-			ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
-				kept, len(trainPairs), o.MineDepth, o.Model, time.Since(t0).Seconds())
-		}
-		if o.FirstNegs > 0 {
-			t0 = time.Now()
-			if fn, err = MineFirstStage(ctx, x, trainPairs, o.Hybrid, o.FirstNegs, o.MineDepth); err != nil {
-				return nil, err
-			}
-			kept := 0
-			for _, l := range fn {
-				kept += len(l)
-			}
-			ev.Logf("first-stage negatives: %d kept for %d queries (top %d of the hybrid, %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
-				kept, len(trainPairs), o.MineDepth, o.Hybrid, time.Since(t0).Seconds())
-		}
-	}
-	var rnd [][]int
-	if o.RandomNegs > 0 {
-		rng := rand.New(rand.NewPCG(o.Seed, 0x7a4d))
-		rnd = make([][]int, len(trainPairs))
-		keys := make([]string, len(trainPairs))
-		for i, p := range trainPairs {
-			keys[i] = retrieve.CodeKey(p.Code)
-		}
-		for i := range rnd {
-			for tries := 0; len(rnd[i]) < o.RandomNegs && tries < 100*o.RandomNegs; tries++ {
-				// a copy of the gold's code, or the gold of the same query, is no negative
-				if j := rng.IntN(len(trainPairs)); j != i && trainPairs[j].Query != trainPairs[i].Query && keys[j] != keys[i] {
-					rnd[i] = append(rnd[i], j)
-				}
-			}
-		}
-	}
-	negs := Merge(fn, bm, dn, rnd)
-	none := 0
-	for _, l := range negs {
-		if len(l) == 0 {
-			none++
-		}
-	}
-	if none == len(negs) {
-		return nil, fmt.Errorf("rerank: none of the %d training pairs has a hard negative (other code than its own, under another query): nothing to learn", len(negs))
-	}
-	if err := ctx.Err(); err != nil {
+	negs, none, err := o.negatives(ctx, dm, trainPairs, ev)
+	if err != nil {
 		return nil, err
 	}
-
 	data := NewData(m, trainPairs, negs)
 	if o.Lexical {
 		m.SetIDF(data.Codes)
@@ -306,47 +189,163 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	ev.Logf("reranker: the %d blocks of %s (query and code apart) + %d cross blocks, dim %d; pairs of up to %d query + 1 + %d code tokens; %d queries × %d candidates per step (%d queries have no negative), %d steps",
 		m.Enc.Isolated, o.Model, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated, m.Dim(), o.MaxQuery, o.MaxCode, o.Groups, o.Candidates, none, o.Steps)
 
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, err
-	}
-	loop := &train.Loop{Steps: o.Steps, Curves: res.Curves, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress, Checkpoint: res.Reranker,
+	loop := &train.Loop{Steps: o.Steps, WriteEvery: 50, SaveEvery: o.SaveEvery, Progress: ev.Progress,
 		Columns: []string{"step", "loss", "accuracy", "lr", "grad_norm", "pairs", "tokens"},
 		Step: func() (train.Record, error) {
-			s, err := tr.TrainStepContext(ctx)
+			st, err := tr.TrainStepContext(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return train.Record{"step": float64(s.Step), "loss": s.Loss, "accuracy": s.Accuracy, "lr": s.LR, "grad_norm": s.GradNorm,
-				"pairs": float64(s.Pairs), "tokens": float64(s.Tokens)}, nil
-		},
-		Save: func() error {
-			files, err := tr.Files()
-			if err != nil {
-				return err
-			}
-			return m.SaveWith(res.Reranker, files)
+			return train.Record{"step": float64(st.Step), "loss": st.Loss, "accuracy": st.Accuracy, "lr": st.LR, "grad_norm": st.GradNorm,
+				"pairs": float64(st.Pairs), "tokens": float64(st.Tokens)}, nil
 		},
 	}
-	if o.Resume {
-		if err := tr.Resume(res.Reranker); err != nil {
-			return nil, err
-		}
-		if loop.Rows, err = train.ReadCurves(loop.Curves, tr.Step); err != nil {
-			return nil, err
-		}
-		ev.Logf("resuming %s at step %d of %d", res.Reranker, tr.Step, o.Steps)
+	if err := s.Restore(tr, loop); err != nil {
+		return nil, err
 	}
-	if res.Loop, err = loop.Run(ctx, tr.Step); err != nil {
-		if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) && nf.Kept < 0 {
-			os.Remove(o.Out) // when empty: a rerun finds the folder as it was
-		}
+	if res.Loop, err = s.Train(ctx, loop, tr, m.SaveWith); err != nil {
 		return res, err
 	}
-
-	// Validation: whole-corpus MRR@10 of each first stage and of its reranking.
 	if len(valPairs) == 0 {
 		return res, nil
 	}
+	res.ValPairs = len(valPairs)
+	res.ValSystems, res.ValMRR, err = o.validate(ctx, m, dm, valPairs, ev)
+	return res, err
+}
+
+// Layout is where a run of o keeps its files: the reranker's folder in
+// OUT, which the run owns alone, and its curves beside it.
+func (o RunOptions) Layout() train.Layout {
+	dir := filepath.Join(o.Out, RerankerDir)
+	return train.Layout{Out: o.Out, Claim: dir, Checkpoint: dir, Curves: filepath.Join(o.Out, CurvesFile)}
+}
+
+// readPairs reads the training pairs (a seeded sample of o.TrainPairs of
+// them) and the validation pairs.
+func (o RunOptions) readPairs(ev train.Events) (trainPairs, valPairs []retrieve.Pair, err error) {
+	if trainPairs, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitTrain)); err != nil {
+		return nil, nil, err
+	}
+	if valPairs, err = retrieve.ReadJSONL(retrieve.SplitFile(o.Data, retrieve.SplitVal)); err != nil {
+		return nil, nil, err
+	}
+	if o.TrainPairs > 0 && o.TrainPairs < len(trainPairs) {
+		r := rand.New(rand.NewPCG(o.Seed, 0x5a3b1e))
+		r.Shuffle(len(trainPairs), func(i, j int) { trainPairs[i], trainPairs[j] = trainPairs[j], trainPairs[i] })
+		trainPairs = trainPairs[:o.TrainPairs]
+		ev.Logf("training pairs: a sample of %d (seed %d)", o.TrainPairs, o.Seed)
+	}
+	if len(trainPairs) < o.Groups {
+		return nil, nil, fmt.Errorf("rerank: %s: %d pairs, fewer than %d groups", retrieve.SplitFile(o.Data, retrieve.SplitTrain), len(trainPairs), o.Groups)
+	}
+	if len(valPairs) == 0 {
+		ev.Warn(fmt.Sprintf("%s holds no pairs: no validation", retrieve.SplitFile(o.Data, retrieve.SplitVal)))
+	}
+	return trainPairs, valPairs, nil
+}
+
+// reranker returns the run's reranker: the checkpoint's when resuming
+// (which must have the sizes o asks for), else one started from the dual
+// encoder dm.
+func (o RunOptions) reranker(s *train.Session, dm *dense.Model) (*Model, error) {
+	from, what := s.Checkpoint, "resume"
+	switch {
+	case o.Resume:
+	case o.Init != "":
+		// fine-tune a trained reranker instead of starting from the encoder's blocks
+		from, what = o.Init, "init"
+	default:
+		m, err := FromDense(dm, o.MaxQuery, o.MaxCode, o.Cross, o.Lexical, o.InitStd, o.Seed)
+		if err == nil && o.ZeroCross {
+			m.ZeroCross()
+		}
+		return m, err
+	}
+	m, err := Load(from)
+	if err != nil {
+		return nil, err
+	}
+	st, cross := m.Settings, m.Enc.Model.Config.NumHiddenLayers-m.Enc.Isolated
+	if st.MaxQuery != o.MaxQuery || st.MaxCode != o.MaxCode || st.Lexical != o.Lexical || cross != o.Cross {
+		return nil, fmt.Errorf("rerank: %s: %s has max-query %d, max-code %d, lexical %v, cross-layers %d; this run asks for %d, %d, %v, %d",
+			what, from, st.MaxQuery, st.MaxCode, st.Lexical, cross, o.MaxQuery, o.MaxCode, o.Lexical, o.Cross)
+	}
+	return m, nil
+}
+
+// negatives returns the hard negatives of the training pairs: BM25's, the
+// dual encoder's and random ones, interleaved, and how many pairs have
+// none.
+func (o RunOptions) negatives(ctx context.Context, dm *dense.Model, pairs []retrieve.Pair, ev train.Events) ([][]int, int, error) {
+	t0 := time.Now()
+	var bm [][]int
+	if o.BM25Negs > 0 {
+		var ms retrieve.MineStats
+		bm, ms = retrieve.MineHardNegatives(pairs, retrieve.MineOptions{K: o.BM25Negs, Depth: o.MineDepth, Margin: o.MineMargin})
+		ev.Logf("bm25 negatives: %d kept for %d queries (top %d); dropped %d with the gold's code, %d within %.0f%% of the gold's score (%.1fs)",
+			ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, time.Since(t0).Seconds())
+	}
+	var dn, fn [][]int
+	if o.DenseNegs > 0 || o.FirstNegs > 0 {
+		t0 = time.Now()
+		x, err := dense.NewIndex(ctx, dm, pairs, ev.Count("embedding the training code", len(pairs)))
+		if err != nil {
+			return nil, 0, err
+		}
+		if o.DenseNegs > 0 {
+			dn = MineDense(x, pairs, o.DenseNegs, o.MineDepth)
+			ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
+				count(dn), len(pairs), o.MineDepth, o.Model, time.Since(t0).Seconds())
+		}
+		if o.FirstNegs > 0 {
+			t0 = time.Now()
+			if fn, err = MineFirstStage(ctx, x, pairs, o.Hybrid, o.FirstNegs, o.MineDepth); err != nil {
+				return nil, 0, err
+			}
+			ev.Logf("first-stage negatives: %d kept for %d queries (top %d of the hybrid, %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
+				count(fn), len(pairs), o.MineDepth, o.Hybrid, time.Since(t0).Seconds())
+		}
+	}
+	negs := Merge(fn, bm, dn, o.randomNegatives(pairs))
+	none := 0
+	for _, l := range negs {
+		if len(l) == 0 {
+			none++
+		}
+	}
+	if none == len(negs) {
+		return nil, 0, fmt.Errorf("rerank: none of the %d training pairs has a hard negative (other code than its own, under another query): nothing to learn", len(negs))
+	}
+	return negs, none, ctx.Err()
+}
+
+// randomNegatives draws o.RandomNegs negatives of each pair among the
+// others (nil for none).
+func (o RunOptions) randomNegatives(pairs []retrieve.Pair) [][]int {
+	if o.RandomNegs == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x7a4d))
+	rnd := make([][]int, len(pairs))
+	keys := make([]string, len(pairs))
+	for i, p := range pairs {
+		keys[i] = retrieve.CodeKey(p.Code)
+	}
+	for i := range rnd {
+		for tries := 0; len(rnd[i]) < o.RandomNegs && tries < 100*o.RandomNegs; tries++ {
+			// a copy of the gold's code, or the gold of the same query, is no negative
+			if j := rng.IntN(len(pairs)); j != i && pairs[j].Query != pairs[i].Query && keys[j] != keys[i] {
+				rnd[i] = append(rnd[i], j)
+			}
+		}
+	}
+	return rnd
+}
+
+// validate returns whole-corpus MRR@10 of each first stage and of its
+// reranking by m over the validation pairs.
+func (o RunOptions) validate(ctx context.Context, m *Model, dm *dense.Model, valPairs []retrieve.Pair, ev train.Events) ([]string, []float64, error) {
 	sys := retrieve.NewSystems(valPairs)
 	sys.Dense = func(ctx context.Context) (retrieve.Ranker, error) {
 		x, err := dense.NewIndex(ctx, dm, valPairs, ev.Count("embedding the validation code", len(valPairs)))
@@ -360,18 +359,28 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 		r.Fuse = fused
 		return r
 	}
-	res.ValPairs = len(valPairs)
+	var names []string
+	var mrr []float64
 	for _, name := range []string{"bm25", "dense", "hybrid", "hybrid+rerank"} {
 		r, err := sys.Get(ctx, name)
 		if err != nil {
-			return res, err
+			return names, mrr, err
 		}
-		mt, err := retrieve.Evaluate(ctx, r.Ranker, sys.Queries, len(sys.Codes), retrieve.EvalOptions{NoCSN: true})
+		mt, err := retrieve.Evaluate(ctx, r.Ranker, sys.Queries, len(sys.Codes),
+			retrieve.EvalOptions{NoCSN: true, Progress: ev.Count("validating "+name, len(sys.Queries))})
 		if err != nil {
-			return res, err
+			return names, mrr, err
 		}
-		res.ValSystems = append(res.ValSystems, name)
-		res.ValMRR = append(res.ValMRR, mt.MRR10)
+		names, mrr = append(names, name), append(mrr, mt.MRR10)
 	}
-	return res, nil
+	return names, mrr, nil
+}
+
+// count is the number of negatives in lists.
+func count(lists [][]int) int {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/attnlab/attnlab/internal/jsonerr"
 	"github.com/attnlab/attnlab/train"
 )
 
@@ -62,7 +63,7 @@ func (t *Trainer) Resume(dir string) error {
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("rerank: resume: %s: %w", train.StateFile, err)
+		return fmt.Errorf("rerank: resume: %s: %w", filepath.Join(dir, train.StateFile), jsonerr.Describe(err))
 	}
 	saved := train.Saved{File: filepath.Join(dir, train.StateFile), Step: st.Step, Steps: st.Options.Schedule.Total, Epoch: st.Epoch, Next: st.Next,
 		Items: st.Pairs, ItemsNow: len(t.Data.Queries), What: "training pairs", Data: st.Data, DataNow: t.Data.fingerprint(),
@@ -97,3 +98,6 @@ func (d *Data) fingerprint() string {
 	}
 	return d.print
 }
+
+// StepsDone returns the optimiser steps taken (train.Resumable).
+func (t *Trainer) StepsDone() int { return t.Step }

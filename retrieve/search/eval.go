@@ -167,7 +167,9 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 		if err != nil {
 			return res, err
 		}
-		m, err := retrieve.Evaluate(ctx, s.Ranker, sys.Queries, len(sys.Codes), o.EvalOptions)
+		eo := o.EvalOptions
+		eo.Progress = ev.Count("evaluating "+name, len(sys.Queries))
+		m, err := retrieve.Evaluate(ctx, s.Ranker, sys.Queries, len(sys.Codes), eo)
 		if err != nil {
 			return res, err
 		}

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
 	"github.com/attnlab/attnlab/safetensors"
@@ -187,28 +188,6 @@ func boolField(dst *bool) func(string) error {
 
 // ---------------------------------------------------------------- outputs
 
-// cast converts x to the element type T; nil stays nil.
-func cast[T nn.Float](x []float64) []T {
-	if x == nil {
-		return nil
-	}
-	y := make([]T, len(x))
-	for i, e := range x {
-		y[i] = T(e)
-	}
-	return y
-}
-
-// put stores x as an F64 or F32 tensor, following its element type.
-func put[T nn.Float](out *safetensors.File, name string, shape []int, x []T) {
-	switch v := any(x).(type) {
-	case []float64:
-		out.SetF64(name, shape, v)
-	case []float32:
-		out.SetF32(name, shape, v)
-	}
-}
-
 // ---------------------------------------------------------------- rope
 
 // ropeInputs is a checked rope input: x (B, H, T, D), pos (B, T) and the
@@ -310,14 +289,14 @@ func runRoPE(in *safetensors.File, dtype string) (*safetensors.File, error) {
 func ropeCompute[T nn.Float](out *safetensors.File, p *ropeInputs) {
 	r := nn.RoPE[T]{D: p.D, Base: p.rope.Base, Pairing: p.rope.Pairing, Scaling: p.rope.Scaling}
 	shape := []int{p.B, p.H, p.T, p.D}
-	x := cast[T](p.x)
+	x := vec.Convert[T](p.x)
 	y := make([]T, len(x))
 	r.Forward(y, x, p.pos, p.B, p.H, p.T)
-	put(out, "y", shape, y)
+	safetensors.Set(out, "y", shape, y)
 	if p.dy != nil {
 		dx := make([]T, len(x))
-		r.Backward(dx, cast[T](p.dy), p.pos, p.B, p.H, p.T)
-		put(out, "dx", shape, dx)
+		r.Backward(dx, vec.Convert[T](p.dy), p.pos, p.B, p.H, p.T)
+		safetensors.Set(out, "dx", shape, dx)
 	}
 }
 
@@ -394,16 +373,16 @@ func runRMSNorm(in *safetensors.File, dtype string) (*safetensors.File, error) {
 
 func rmsCompute[T nn.Float](out *safetensors.File, p *rmsInputs) {
 	m := nn.RMSNorm[T]{D: p.D, Eps: T(p.eps)}
-	x, w := cast[T](p.x), cast[T](p.w)
+	x, w := vec.Convert[T](p.x), vec.Convert[T](p.w)
 	y, rstd := make([]T, len(x)), make([]T, p.n)
 	m.Forward(y, rstd, x, w, p.n)
-	put(out, "y", p.shape, y)
-	put(out, "rstd", p.rowsShape, rstd)
+	safetensors.Set(out, "y", p.shape, y)
+	safetensors.Set(out, "rstd", p.rowsShape, rstd)
 	if p.dy != nil {
 		dx, dw := make([]T, len(x)), make([]T, p.D)
-		m.Backward(dx, dw, cast[T](p.dy), x, w, rstd, p.n)
-		put(out, "dx", p.shape, dx)
-		put(out, "grad.w", []int{p.D}, dw)
+		m.Backward(dx, dw, vec.Convert[T](p.dy), x, w, rstd, p.n)
+		safetensors.Set(out, "dx", p.shape, dx)
+		safetensors.Set(out, "grad.w", []int{p.D}, dw)
 	}
 }
 
@@ -481,19 +460,19 @@ func runSwiGLU(in *safetensors.File, dtype string) (*safetensors.File, error) {
 
 func swigluCompute[T nn.Float](out *safetensors.File, p *swigluInputs) {
 	s := nn.SwiGLU[T]{D: p.D, F: p.F}
-	x, gate, up, down := cast[T](p.x), cast[T](p.gate), cast[T](p.up), cast[T](p.down)
+	x, gate, up, down := vec.Convert[T](p.x), vec.Convert[T](p.gate), vec.Convert[T](p.up), vec.Convert[T](p.down)
 	y := make([]T, len(x))
 	a, u, h := make([]T, p.n*p.F), make([]T, p.n*p.F), make([]T, p.n*p.F)
 	s.Forward(y, a, u, h, x, gate, up, down, p.n)
-	put(out, "y", p.shape, y)
+	safetensors.Set(out, "y", p.shape, y)
 	if p.dy != nil {
 		dx := make([]T, len(x))
 		dGate, dUp, dDown := make([]T, len(gate)), make([]T, len(up)), make([]T, len(down))
-		s.Backward(dx, dGate, dUp, dDown, cast[T](p.dy), x, gate, up, down, a, u, h, p.n)
-		put(out, "dx", p.shape, dx)
-		put(out, "grad.gate_proj", []int{p.F, p.D}, dGate)
-		put(out, "grad.up_proj", []int{p.F, p.D}, dUp)
-		put(out, "grad.down_proj", []int{p.D, p.F}, dDown)
+		s.Backward(dx, dGate, dUp, dDown, vec.Convert[T](p.dy), x, gate, up, down, a, u, h, p.n)
+		safetensors.Set(out, "dx", p.shape, dx)
+		safetensors.Set(out, "grad.gate_proj", []int{p.F, p.D}, dGate)
+		safetensors.Set(out, "grad.up_proj", []int{p.F, p.D}, dUp)
+		safetensors.Set(out, "grad.down_proj", []int{p.D, p.F}, dDown)
 	}
 }
 
@@ -673,23 +652,23 @@ func blockCompute[T nn.Float](out *safetensors.File, p *blockInputs) error {
 	}
 	w := k.NewBlockWeights()
 	for i, f := range blockFields(w) {
-		*f = cast[T](p.w[i])
+		*f = vec.Convert[T](p.w[i])
 	}
-	x := cast[T](p.x)
+	x := vec.Convert[T](p.x)
 	y := make([]T, len(x))
 	a := k.NewBlockActs(p.B, p.T)
 	if err := k.Forward(y, a, x, w, p.cfg); err != nil {
 		return err
 	}
-	put(out, "y", []int{p.B, p.T, p.Dim}, y)
+	safetensors.Set(out, "y", []int{p.B, p.T, p.Dim}, y)
 	if p.dy == nil {
 		return nil
 	}
 	dx, dw := make([]T, len(x)), k.NewBlockWeights()
-	k.Backward(dx, dw, cast[T](p.dy), x, w, a, p.cfg)
-	put(out, "dx", []int{p.B, p.T, p.Dim}, dx)
+	k.Backward(dx, dw, vec.Convert[T](p.dy), x, w, a, p.cfg)
+	safetensors.Set(out, "dx", []int{p.B, p.T, p.Dim}, dx)
 	for i, f := range blockFields(dw) {
-		put(out, "grad."+BlockWeightNames[i], p.weightShape(i), *f)
+		safetensors.Set(out, "grad."+BlockWeightNames[i], p.weightShape(i), *f)
 	}
 	return nil
 }

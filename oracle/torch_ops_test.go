@@ -170,6 +170,7 @@ func TestOpsAgreeWithPyTorch(t *testing.T) {
 			t.Logf("worst -dtype float32: %v (tolerance %.0e)", worst32, torchF32Tol)
 			t.Logf("time: %v, %v in the PyTorch process", time.Since(opStart).Round(time.Millisecond), pyTime.Round(time.Millisecond))
 			summary = append(summary, fmt.Sprintf("%s %.2g (%d cases)", suite.op, worst.err, len(cases)))
+			measured[suite.op] = measure{len(cases), worst.err}
 		})
 	}
 	t.Logf("worst max |a-b|/(1+|b|) per op, float64: %s", strings.Join(summary, ", "))

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/oracle"
 )
 
 // TestTorchOracleKnowsTheSameOps reads the OPS table of the PyTorch oracle

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/attnlab/attnlab/attention"
-	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/oracle"
 	"github.com/attnlab/attnlab/safetensors"
 )
 

@@ -258,6 +258,7 @@ func TestDecoderAgreesWithPyTorch(t *testing.T) {
 			c.VocabSize, c.TieWordEmbeddings, dtype))
 	}
 	t.Logf("models: %s", strings.Join(models, "; "))
+	measured["decoder"] = measure{len(cases), worst.err}
 	t.Logf("%d cases (%d count targets), largest |gradient| %.3g", len(cases), counted, maxGrad)
 	t.Logf("worst max |a-b|/(1+|b|) per tensor kind (float64): %s", strings.Join(per, ", "))
 	t.Logf("worst float64: %v (tolerance %.0e)", worst, decoderTol)

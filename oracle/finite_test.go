@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/attnlab/attnlab/internal/oracle"
+	"github.com/attnlab/attnlab/oracle"
 	"github.com/attnlab/attnlab/safetensors"
 )
 

@@ -219,11 +219,11 @@ func decoderCompute[T nn.Float](out *safetensors.File, p *decoderInputs) error {
 	}
 	grads := m.NewParams()
 	m.Backward(grads, params, a, b)
-	put(out, "logits", []int{b.B, b.T, m.Config.VocabSize}, a.Logits)
-	put(out, "loss", []int{}, []T{loss})
+	safetensors.Set(out, "logits", []int{b.B, b.T, m.Config.VocabSize}, a.Logits)
+	safetensors.Set(out, "loss", []int{}, []T{loss})
 	out.SetI64("count", []int{}, []int64{int64(count)})
 	for _, t := range m.Tensors(grads) {
-		put(out, "grad."+t.Name, t.Shape, t.Data)
+		safetensors.Set(out, "grad."+t.Name, t.Shape, t.Data)
 	}
 	return nil
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package retrieve
+
+const raceEnabled = true
