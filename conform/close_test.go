@@ -45,6 +45,7 @@ func TestCloseTwice(t *testing.T) {
 // TestCloseGraceDefault: a CloseGrace of 0 means the default, so an
 // adapter whose clean exit takes a moment is not a failure.
 func TestCloseGraceDefault(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	a, err := startTestAdapter(t, "exit:slow", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

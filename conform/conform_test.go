@@ -199,16 +199,19 @@ func misbehave(how string) int {
 // longLine is a stray line of log that a misbehaving adapter prints.
 const longLine = "Some weights of the model checkpoint were not used when initializing\n"
 
+// startTestAdapter starts the test binary as an adapter serving what. The
+// variable goes to the child alone, not through t.Setenv, so that tests
+// starting adapters may run in parallel.
 func startTestAdapter(t *testing.T, what string, timeout time.Duration) (*Adapter, error) {
 	t.Helper()
-	t.Setenv("ATTNLAB_TEST_ADAPTER", what)
-	return Start(context.Background(), os.Args[0], timeout)
+	return StartProgram(context.Background(), Program{Name: os.Args[0], Argv: []string{os.Args[0]}, Env: []string{"ATTNLAB_TEST_ADAPTER=" + what}}, timeout)
 }
 
 // TestReferenceIsConformant: attnlab's own kernels, in-process and behind
 // the protocol, are conformant to the position rule, with the card DESIGN
 // §2 and §3 describe.
 func TestReferenceIsConformant(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	proc, err := startTestAdapter(t, "reference", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +260,7 @@ func TestReferenceIsConformant(t *testing.T) {
 // on it is not conformant, for a reason of its suite. The card rows of the
 // variants name what the faults that change them break.
 func TestFaultsThroughTheProcess(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	suites := faultSuites()
 	inLab := map[string][]string{}
 	for _, f := range attentionFaults() {
@@ -336,6 +340,7 @@ func TestFaultsThroughTheProcess(t *testing.T) {
 // error naming the adapter and the request, within the timeout, and the
 // process is reaped.
 func TestAdapterFailures(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	req := randomRequest(1, 1, 1, 1, 2, 2, 4)
 	req.DType = "float64"
 	for _, c := range []struct {

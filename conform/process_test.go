@@ -129,6 +129,7 @@ func TestAdapterProcessGroupEnded(t *testing.T) {
 // slow clean exit is waited for and is not a failure; one that never
 // exits is ended after CloseGrace and that is a failure.
 func TestAdapterExit(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	for _, c := range []struct {
 		how, want string
 		grace     time.Duration

@@ -45,6 +45,7 @@ func status(rep *Report, name string) CheckResult {
 // known get the card and the verdict they must, and a broken backward or
 // forward is never conformant, whatever it declares.
 func TestVerdictOfKnownImplementations(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	for _, c := range []struct {
 		impl    *emul
 		verdict string
@@ -298,6 +299,7 @@ func TestCapabilityRefusedIsAnAdapterFailure(t *testing.T) {
 // ran, with none it should answer skipped, and a broken forward, or a
 // broken backward it declares, is never conformant.
 func TestNeverConformantUnchecked(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	n := 60
 	if testing.Short() || raceEnabled {
 		n = 12
@@ -347,6 +349,7 @@ func TestNeverConformantUnchecked(t *testing.T) {
 // that card row and in the answers, and the first differing request is
 // written for reproduction; one compared with itself shows nothing.
 func TestDiff(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	a, b := plain("window of W", nil), plain("window of W+1", func(e *emul) { e.wide = true })
 	d, err := Diff(context.Background(), a, b, AlignPosition)
 	if err != nil {
@@ -472,6 +475,7 @@ func (f *failAt) Attention(r *Request) (*Response, error) {
 // variants' checks, stops the run with that error and no report; so does
 // a cancelled context.
 func TestRunStopsOnFailure(t *testing.T) {
+	t.Parallel() // after the fast tests, beside the other slow ones
 	whole := &failAt{Implementation: Reference()}
 	card, err := measureCard(whole)
 	if err != nil {
