@@ -5,6 +5,7 @@ package docs
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,16 +56,24 @@ func TestREADMEHasCIsTestCommand(t *testing.T) {
 	t.Errorf("README.md does not give CI's test command %q on a line of its own", cmd)
 }
 
-// pages are the files whose links are checked: the README and every page
-// of docs/ and docs/findings/.
+// pages are the files whose links are checked: every Markdown file of
+// the repository (node_modules and hidden folders left out).
 func pages(t *testing.T) []string {
-	files := []string{"../README.md"}
-	for _, pattern := range []string{"*.md", "findings/*.md"} {
-		m, err := filepath.Glob(pattern)
+	var files []string
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		files = append(files, m...)
+		if d.IsDir() && path != ".." && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return files
 }
@@ -110,8 +119,9 @@ func anchors(md string) map[string]bool {
 	return ids
 }
 
-// TestLinks: every relative link of the README and of docs/ names a file
-// that exists, and a #fragment a heading of the Markdown file it points to.
+// TestLinks: every relative link of the README, of docs/ and of every
+// other Markdown file names a file that exists, and a #fragment a heading
+// of the Markdown file it points to.
 func TestLinks(t *testing.T) {
 	for _, page := range pages(t) {
 		md := read(t, page)
