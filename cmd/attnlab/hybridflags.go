@@ -26,7 +26,10 @@ func hybridFlags(fs *flag.FlagSet, h *retrieve.Hybrid, fuseWeight *float64) func
 		default:
 			return usagef("-fusion %q: want blend or rrf", *fusion)
 		}
-		if h.Validate() != nil {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "bm25-weight" })
+		if h.Validate() != nil || given && h.BM25Weight == 0 {
+			// 0 stands for the command's default only when the flag is not given
 			return usagef("-bm25-weight %v: want a value in (0, 1) (the encoder's weight is the rest)", h.BM25Weight)
 		}
 		if !(*fuseWeight >= 0 && *fuseWeight < 1) {
