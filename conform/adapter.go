@@ -533,8 +533,11 @@ func (a *Adapter) exchange(request string, f *safetensors.File) (*safetensors.Fi
 func readFrame(r *bufio.Reader) (*safetensors.File, error) {
 	var hdr [16]byte
 	if n, err := io.ReadFull(r, hdr[:8]); err != nil {
-		if n == 0 && errors.Is(err, io.EOF) {
+		switch {
+		case n == 0 && errors.Is(err, io.EOF):
 			return nil, errClosed
+		case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("reading its output: %w", err)
 		}
 		return nil, fmt.Errorf("the adapter closed its output after %q, within a frame's length", hdr[:n])
 	}

@@ -360,6 +360,11 @@ func TestAdapterFailures(t *testing.T) {
 			if !errors.As(err, &ae) || !strings.Contains(err.Error(), c.want) || ae.Request != "attention #1" || !strings.Contains(err.Error(), os.Args[0]) {
 				t.Errorf("error %v, want one naming the adapter, attention #1 and %q", err, c.want)
 			}
+			// the status of a process conform itself ended says nothing of
+			// the adapter: it is told only when the adapter exited alone
+			if c.how == "hang" && strings.Contains(err.Error(), "it was ended by") {
+				t.Errorf("error %v tells the status of the signal conform sent", err)
+			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("took %v", d)
 			}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/attnlab/attnlab/safetensors"
 )
@@ -24,6 +25,16 @@ func u64(x uint64) []byte {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], x)
 	return b[:]
+}
+
+// TestReadFrameError: a read that fails before any byte is that error,
+// not the adapter closing its output.
+func TestReadFrameError(t *testing.T) {
+	broken := errors.New("input/output error")
+	_, err := readFrame(bufio.NewReader(iotest.ErrReader(broken)))
+	if !errors.Is(err, broken) || errors.Is(err, errClosed) || !strings.Contains(err.Error(), "reading its output") {
+		t.Errorf("%v, want reading its output: %v", err, broken)
+	}
 }
 
 // TestReadFrame: each way output can fail to be a frame is named, at the
@@ -48,7 +59,7 @@ func TestReadFrame(t *testing.T) {
 		{"length 9", append(u64(9), small...), "a frame length of 9 bytes"},
 		{"length 2^31+1", append(u64(1<<31+1), small...), "a frame length of 2147483649 bytes"},
 		{"text", []byte("loading weights\n"), `it wrote "loading weights\n"`},
-		{"cut in the header length", append(u64(10), 2, 0, 0), "the output ended within the frame"},
+		{"cut in the header length", append(u64(10), 2, 0, 0), `the output ended within the frame): it wrote "\n\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00"`},
 		{"header length 1", append(u64(10), append(u64(1), '{', '}')...), "a safetensors header of 1 bytes in a frame of 10"},
 		{"header longer than the frame", append(u64(10), append(u64(3), '{', '}')...), "a safetensors header of 3 bytes in a frame of 10"},
 		{"no JSON", append(u64(10), append(u64(2), '[', ']')...), "no JSON header where the safetensors header begins"},

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/attention"
 	"github.com/attnlab/attnlab/checks"
+	"github.com/attnlab/attnlab/safetensors"
 )
 
 // TestRequestTranslation: how a configuration becomes a request under each
@@ -389,5 +391,76 @@ func TestSinkGradOfTheLastCall(t *testing.T) {
 			w := &wrapped{dsinks: c.ans, sinkO: o, sinkDO: do}
 			w.sinkGrad([]float64{0, 0}, c.o, nil, c.do, nil)
 		})
+	}
+}
+
+// TestRequestFile: a request's file carries each field under the protocol's
+// name, with the shape and dtype docs/conform-protocol.md gives; the
+// optional metadata only when set.
+func TestRequestFile(t *testing.T) {
+	r := randomRequest(3, 2, 4, 2, 2, 5, 3)
+	r.Dv, r.V = 2, make([]float64, 2*2*5*2)
+	r.DType = "float32"
+	r.Causal, r.Scale, r.Window, r.WantLSE, r.Convention, r.Softcap = true, 0.25, 3, true, "top-left", 30
+	r.DO = make([]float64, 2*4*2*2)
+	r.DQ0, r.DK0, r.DV0 = make([]float64, len(r.Q)), make([]float64, len(r.K)), make([]float64, len(r.V))
+	r.Sinks, r.Alibi = []float64{1, 2, 3, 4}, []float64{0.5, 0.25, 0.125, 0.0625}
+	r.Mask = make([]bool, 2*2*5)
+	r.Mask[3] = true
+	r.QPos, r.KPos, r.QValid, r.KValid = []int64{3, 4, 3, 4}, []int64{0, 1, 2, 3, 4, 0, 1, 2, 3, 4}, []int64{1, 1, 1, 0}, []int64{1, 1, 1, 1, 1, 0, 1, 1, 1, 1}
+	r.QSeg, r.KSeg = []int64{0, 0, 1, 1}, []int64{0, 0, 0, 0, 0, 1, 1, 1, 1, 1}
+	f, err := r.file(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"op": "attention", "request": "7", "causal": "true", "past": "3", "scale": "0.25",
+		"window": "3", "want_lse": "true", "convention": "top-left", "softcap": "30"}
+	if !reflect.DeepEqual(f.Metadata, want) {
+		t.Errorf("metadata %v, want %v", f.Metadata, want)
+	}
+	shapes := map[string][]int{"q": {2, 4, 2, 3}, "k": {2, 2, 5, 3}, "v": {2, 2, 5, 2}, "do": {2, 4, 2, 2},
+		"dq": {2, 4, 2, 3}, "dk": {2, 2, 5, 3}, "dv": {2, 2, 5, 2}, "sinks": {4}, "alibi_slopes": {4},
+		"mask": {2, 2, 5}, "q_pos": {2, 2}, "k_pos": {2, 5}, "q_valid": {2, 2}, "k_valid": {2, 5}, "q_seg": {2, 2}, "k_seg": {2, 5}}
+	if names := f.Names(); len(names) != len(shapes) {
+		t.Errorf("tensors %v, want %d", names, len(shapes))
+	}
+	for name, shape := range shapes {
+		tn, ok := f.Tensors[name]
+		wantType := safetensors.F32
+		if tn != nil && (name == "mask" || strings.HasPrefix(name, "q_") || strings.HasPrefix(name, "k_")) {
+			wantType = safetensors.I64
+		}
+		if !ok || !slices.Equal(tn.Shape, shape) || tn.DType != wantType {
+			t.Errorf("%s: %+v, want %v %v", name, tn, wantType, shape)
+		}
+	}
+	if m, _, _ := f.Int64("mask"); m[3] != 1 || m[2] != 0 {
+		t.Errorf("mask %v: want 1 where the request's is true", m)
+	}
+	if q, _, _ := f.Float32("q"); q[5] != float32(r.Q[5]) {
+		t.Errorf("q[5] = %v, want %v", q[5], r.Q[5])
+	}
+
+	// a float64 request at M = N with nothing optional: the required
+	// metadata alone, and float64 tensors
+	r = randomRequest(3, 1, 1, 1, 2, 2, 3)
+	r.DType = "float64"
+	if f, err = r.file(1); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"op": "attention", "request": "1", "causal": "false", "past": "0"}
+	if !reflect.DeepEqual(f.Metadata, want) {
+		t.Errorf("metadata %v, want %v", f.Metadata, want)
+	}
+	if q := f.Tensors["q"]; q == nil || q.DType != safetensors.F64 {
+		t.Errorf("q: %+v, want F64", q)
+	}
+	if f.Has("mask") || f.Has("sinks") || f.Has("dq") {
+		t.Errorf("tensors %v: an absent field is sent", f.Names())
+	}
+	// a tensor of the wrong size is the caller's mistake, named
+	r.K = r.K[:3]
+	if _, err := r.file(2); err == nil || !strings.Contains(err.Error(), "request k has 3 values, want 6") {
+		t.Errorf("short k: %v", err)
 	}
 }
