@@ -162,7 +162,7 @@ var cardReports sync.Map // shipped adapter's name → *conform.Report
 
 // TestCards runs attnlab conform's measurement on every real
 // implementation and checks its card: what each one does where kernels
-// disagree (the findings of the README, measured here on every run).
+// disagree (the findings of docs/conform.md, measured here on every run).
 func TestCards(t *testing.T) {
 	for _, c := range cardCases {
 		t.Run(c.name, func(t *testing.T) {

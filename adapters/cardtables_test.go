@@ -18,14 +18,14 @@ import (
 	"github.com/attnlab/attnlab/internal/atomicfile"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/conform-cards.md, docs/conform-cards.json and the README's table of conform cards from this run")
+var update = flag.Bool("update", false, "rewrite docs/conform-cards.md, docs/conform-cards.json and docs/conform.md's table of conform cards from this run")
 
 // The files the cards are written to, from this package's folder, and the
 // command that writes them.
 const (
 	cardsDoc     = "../docs/conform-cards.md"
 	cardsJSON    = "../docs/conform-cards.json"
-	cardsREADME  = "../README.md"
+	cardsPage    = "../docs/conform.md" // its compact table
 	cardsCommand = "go test ./adapters -run ConformCards -update"
 )
 
@@ -119,7 +119,7 @@ func TestEveryShippedAdapterHasACard(t *testing.T) {
 
 // TestConformCards compares docs/conform-cards.md (every card field, the
 // checks and the command of every row), docs/conform-cards.json (what the
-// tables are made from) and the README's compact table with this run of
+// tables are made from) and docs/conform.md's compact table with this run of
 // attnlab conform on attnlab's kernels and every shipped adapter (go test
 // ./adapters -run ConformCards -update writes all three from the run).
 func TestConformCards(t *testing.T) {
@@ -162,22 +162,22 @@ func TestConformCards(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := cardsMarkdown(records)
-	readme, err := os.ReadFile(cardsREADME)
+	page, err := os.ReadFile(cardsPage)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const begin, end = "<!-- conform cards: " + cardsCommand + " -->\n", "<!-- end of conform cards -->"
-	s := string(readme)
+	s := string(page)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no block between %q and %q", begin, end)
+		t.Fatalf("docs/conform.md has no block between %q and %q", begin, end)
 	}
-	readme = []byte(s[:i+len(begin)] + compactTable(records) + s[j:])
+	page = []byte(s[:i+len(begin)] + compactTable(records) + s[j:])
 
 	for _, f := range []struct {
 		path string
 		data []byte
-	}{{cardsJSON, js.Bytes()}, {cardsDoc, []byte(doc)}, {cardsREADME, readme}} {
+	}{{cardsJSON, js.Bytes()}, {cardsDoc, []byte(doc)}, {cardsPage, page}} {
 		if *update {
 			if err := atomicfile.WriteFile(f.path, f.data, 0o644); err != nil {
 				t.Fatal(err)
@@ -322,7 +322,7 @@ func emptyCell(c conform.Card) string {
 	return s
 }
 
-// compactTable is the README's table: the fields where implementations
+// compactTable is docs/conform.md's table: the fields where implementations
 // differ most, one row each, linked to its section of
 // docs/conform-cards.md.
 func compactTable(records []cardRecord) string {
@@ -331,7 +331,7 @@ func compactTable(records []cardRecord) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rec := range records {
 		c := rec.Card
-		fmt.Fprintf(&b, "| [`%s`](docs/conform-cards.md#%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| [`%s`](conform-cards.md#%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			rec.heading(), anchor(rec.heading()), cell(rec.Version),
 			rec.field("causal_m_lt_n", c.CausalMLtN), rec.field("causal_m_gt_n", c.CausalMGtN), rec.field("causal_m_1", c.CausalM1), emptyCell(c),
 			c.GQA, rec.field("scale", c.Scale), rec.field("window_keys", c.WindowKeys), rec.checkCounts(false), rec.Verdict)

@@ -12,7 +12,7 @@ import (
 	"github.com/attnlab/attnlab/adapters"
 )
 
-// shippedNames are the names attnlab conform -exec takes, as the README
+// shippedNames are the names attnlab conform -exec takes, as docs/conform.md
 // lists them.
 var shippedNames = []string{"torch-composite", "torch-composite-plain", "torch-sdpa", "torch-mha", "ort-attention", "ort-attention-no-cache", "ort-gqa",
 	"torchtext-sdp", "gomlx-mha", "gomlx-masked-softmax", "spago",

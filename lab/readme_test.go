@@ -12,11 +12,12 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's block of lab numbers from this run")
+var update = flag.Bool("update", false, "rewrite docs/lab.md's block of lab numbers from this run")
 
-// readmeBlock is the part of the README that the lab's numbers fill: the
+// readmeBlock is the part of docs/lab.md that the lab's numbers fill: the
 // summary line and the finite-difference measures. Everything in it comes
-// from the run; the test fails when the README says something else.
+// from the run; the test fails when docs/lab.md says something else. The
+// README's front page quotes its summary line (docs's tests check that).
 func readmeBlock(r *Report) string {
 	n := r.Counts()
 	detail := func(op, check string) string {
@@ -65,10 +66,10 @@ func bounds(detail string) string {
 // seconds hides the run time, the one number that changes between runs.
 var seconds = regexp.MustCompile(`operations; [0-9.]+ s\.`)
 
-// TestREADMEIsTrue compares the README's lab numbers with this run's. With
+// TestREADMEIsTrue compares docs/lab.md's lab numbers with this run's. With
 // -update it writes them: go test ./lab -run README -update.
 func TestREADMEIsTrue(t *testing.T) {
-	path := filepath.Join("..", "README.md")
+	path := filepath.Join("..", "docs", "lab.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +89,6 @@ func TestREADMEIsTrue(t *testing.T) {
 		return
 	}
 	if seconds.ReplaceAllString(got, "") != seconds.ReplaceAllString(want, "") {
-		t.Errorf("the README's lab numbers are not this run's; run go test ./lab -run README -update. Want:\n%s\ngot:\n%s", want, got)
+		t.Errorf("docs/lab.md's lab numbers are not this run's; run go test ./lab -run README -update. Want:\n%s\ngot:\n%s", want, got)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var updateREADME = flag.Bool("update", false, "rewrite the README's table of the PyTorch cross-checks from this run")
+var updateREADME = flag.Bool("update", false, "rewrite docs/lab.md's table of the PyTorch cross-checks from this run")
 
 // measure is what a PyTorch cross-check found: its cases and the worst
 // max |a−b|/(1+|b|) in float64 over them.
@@ -18,12 +18,13 @@ type measure struct {
 	worst float64
 }
 
-// measured holds the cross-checks of this process by row of the README's
+// measured holds the cross-checks of this process by row of docs/lab.md's
 // table, filled by TestAttentionAgreesWithPyTorch, TestOpsAgreeWithPyTorch
 // and TestDecoderAgreesWithPyTorch.
 var measured = map[string]measure{}
 
-// readmeRows are the README table's rows of this package's cross-checks.
+// readmeRows are the rows of docs/lab.md's table of this package's
+// cross-checks.
 var readmeRows = []struct{ key, what string }{
 	{"attention", "attention (GQA, cache offsets, left padding, segments, windows, conventions)"},
 	{"attention-variants", "attention with softcap, ALiBi or sinks (each alone and all three; `dsinks`; an empty row with sinks)"},
@@ -35,13 +36,13 @@ var readmeRows = []struct{ key, what string }{
 }
 
 // TestREADMEPyTorch (run after the cross-checks, its file's name last):
-// the README's table of worst errors against PyTorch is this run's; go
+// docs/lab.md's table of worst errors against PyTorch is this run's; go
 // test ./oracle -update rewrites it. It skips unless every cross-check
 // ran in this process (PyTorch installed, no -run filter leaving one out).
 func TestREADMEPyTorch(t *testing.T) {
 	for _, r := range readmeRows {
 		if _, ok := measured[r.key]; !ok {
-			t.Skipf("the %s cross-check did not run in this process: the README's table is checked only after all of them", r.key)
+			t.Skipf("the %s cross-check did not run in this process: docs/lab.md's table is checked only after all of them", r.key)
 		}
 	}
 	var b strings.Builder
@@ -50,7 +51,7 @@ func TestREADMEPyTorch(t *testing.T) {
 		m := measured[r.key]
 		fmt.Fprintf(&b, "| %s | %d | %.2g |\n", r.what, m.cases, m.worst)
 	}
-	path := filepath.Join("..", "README.md")
+	path := filepath.Join("..", "docs", "lab.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestREADMEPyTorch(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no block between %q and %q", begin, end)
+		t.Fatalf("%s has no block between %q and %q", path, begin, end)
 	}
 	want := b.String()
 	if *updateREADME {
@@ -69,6 +70,6 @@ func TestREADMEPyTorch(t *testing.T) {
 		return
 	}
 	if old := s[i+len(begin) : j]; old != want {
-		t.Errorf("the README's PyTorch table differs from this run (go test ./oracle -update rewrites it):\nREADME:\n%s\nrun:\n%s", old, want)
+		t.Errorf("docs/lab.md's PyTorch table differs from this run (go test ./oracle -update rewrites it):\ndocs/lab.md:\n%s\nrun:\n%s", old, want)
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 )
 
-var updateREADME = flag.Bool("update", false, "rewrite the README's block of dataset counts from this run")
+var updateREADME = flag.Bool("update", false, "rewrite docs/retrieval.md's block of dataset counts from this run")
 
-// readmeDataBlock is the README's paragraph on the dataset built from the
+// readmeDataBlock is docs/retrieval.md's paragraph on the dataset built from the
 // standard library of goVersion, with the counts of st (the default
 // split) and all (every pair in one split).
 func readmeDataBlock(goVersion string, st, all Stats) string {
@@ -39,7 +39,7 @@ evaluated.
 		n(st.HeldQuery), n(all.Kept))
 }
 
-// TestREADMEData: the README's counts of the dataset retriever data builds
+// TestREADMEData: docs/retrieval.md's counts of the dataset retriever data builds
 // from the standard library are this Go version's, as the command builds
 // them; go test ./retrieve -run READMEData -update rewrites them. On
 // another Go version (another standard library) the test skips.
@@ -53,7 +53,7 @@ func TestREADMEData(t *testing.T) {
 	}
 	env := strings.Fields(string(out))
 	goroot, version := env[0], env[1]
-	path := filepath.Join("..", "README.md")
+	path := filepath.Join("..", "docs", "retrieval.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -62,11 +62,11 @@ func TestREADMEData(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no block between %q and %q", begin, end)
+		t.Fatalf("%s has no block between %q and %q", path, begin, end)
 	}
 	old := s[i+len(begin) : j]
 	if m := regexp.MustCompile(`standard library \((go[^)]*)\)`).FindStringSubmatch(old); !*updateREADME && (m == nil || m[1] != version) {
-		t.Skipf("the README's counts are of another standard library than %s's: go test ./retrieve -run READMEData -update rewrites them", version)
+		t.Skipf("docs/retrieval.md's counts are of another standard library than %s's: go test ./retrieve -run READMEData -update rewrites them", version)
 	}
 	src := filepath.Join(goroot, "src")
 	_, _, _, st, err := BuildDataset(context.Background(), src, DefaultOptions())
@@ -87,6 +87,6 @@ func TestREADMEData(t *testing.T) {
 		return
 	}
 	if old != want {
-		t.Errorf("the README's dataset counts differ from this run (go test ./retrieve -run READMEData -update rewrites them):\nREADME:\n%s\nrun:\n%s", old, want)
+		t.Errorf("docs/retrieval.md's dataset counts differ from this run (go test ./retrieve -run READMEData -update rewrites them):\ndocs/retrieval.md:\n%s\nrun:\n%s", old, want)
 	}
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the README's kernel table from one run of attnlab bench (the
-# block between the "bench table" markers of the "Fast kernels" section).
+# Regenerates the kernel table of docs/kernels.md from one run of attnlab
+# bench (the block between its "bench table" markers).
 # Arguments go to attnlab bench, e.g. -model for the generate row:
 #
 #   scripts/bench-readme.sh -max-n 2048
@@ -21,10 +21,10 @@ awk -v table="$work/table" '
   /<!-- bench table:/ { while ((getline line < table) > 0) print line; skip = 1; next }
   /<!-- end of bench table -->/ { skip = 0; next }
   !skip { print }
-' README.md > "$work/README.md"
-if ! grep -q '<!-- bench table:' README.md; then
-  echo "README.md has no bench table markers" >&2
+' docs/kernels.md > "$work/kernels.md"
+if ! grep -q '<!-- bench table:' docs/kernels.md; then
+  echo "docs/kernels.md has no bench table markers" >&2
   exit 1
 fi
-cp "$work/README.md" README.md
-echo "README bench table regenerated"
+cp "$work/kernels.md" docs/kernels.md
+echo "docs/kernels.md bench table regenerated"

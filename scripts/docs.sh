@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates what the README shows of the lab from the code as it is: the
+# Regenerates what docs/lab.md shows of the lab from the code as it is: the
 # block of lab numbers (the summary line and the finite-difference
-# measures, which lab's tests compare with the README on every run) and
+# measures, which lab's tests compare with docs/lab.md on every run) and
 # the screenshot docs/lab-report.png of the HTML report, taken in headless
 # Chromium (Debian's chromium). Run from anywhere:
 #
@@ -17,4 +17,4 @@ go run ./cmd/attnlab lab -html "$work/report" >/dev/null
   --user-data-dir="$work/profile" --screenshot="$work/shot.png" --window-size=1280,2000 \
   "file://$work/report/index.html" 2>/dev/null
 cp "$work/shot.png" docs/lab-report.png
-echo "README lab numbers and docs/lab-report.png regenerated"
+echo "docs/lab.md lab numbers and docs/lab-report.png regenerated"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates a table of the README's "Code retrieval" section from one run
+# Regenerates a table of docs/retrieval.md from one run
 # of attnlab retriever eval. Arguments go to retriever eval. Without
 # --queries, the pair table (between the "retrieval table" markers), e.g.
 #
-#   scripts/retrieval-readme.sh -data retr-std/test.jsonl \
+#   scripts/retrieval-readme.sh -pairs retr-std/test.jsonl \
 #       -systems bm25,dense,hybrid,hybrid+rerank,hybrid+rerank+fused
 #
 # with --queries first, the developer-query table (between the
@@ -29,14 +29,14 @@ go build -o "$work/attnlab" ./cmd/attnlab
   "$work/attnlab" retriever eval -quiet -markdown "$@"
   echo "<!-- end of $marker -->"
 } > "$work/table"
-if ! grep -q "<!-- $marker:" README.md; then
-  echo "README.md has no $marker markers" >&2
+if ! grep -q "<!-- $marker:" docs/retrieval.md; then
+  echo "docs/retrieval.md has no $marker markers" >&2
   exit 1
 fi
 awk -v table="$work/table" -v start="<!-- $marker:" -v end="<!-- end of $marker -->" '
   index($0, start) == 1 { while ((getline line < table) > 0) print line; skip = 1; next }
   index($0, end) == 1 { skip = 0; next }
   !skip { print }
-' README.md > "$work/README.md"
-cp "$work/README.md" README.md
-echo "README $marker regenerated"
+' docs/retrieval.md > "$work/retrieval.md"
+cp "$work/retrieval.md" docs/retrieval.md
+echo "docs/retrieval.md $marker regenerated"

@@ -43,7 +43,7 @@ func DefaultModel() model.Config {
 }
 
 // A Preset is a documented recipe of attnlab train: flag values, which
-// flags given on the command line override. Each is measured in the README.
+// flags given on the command line override. Each is measured in docs/model.md.
 type Preset struct {
 	Values [][2]string // flag name and value, set in this order
 	Needs  [][2]string // flags that must be given with the preset, and what each holds
@@ -53,7 +53,7 @@ type Preset struct {
 var Presets = map[string]Preset{
 	// pretrain: the language model shipped in models/lm, on the standard
 	// library and the Debian corpus (-corpus is the user's); chosen from
-	// the scaling study of the README.
+	// the scaling study of docs/model.md.
 	"pretrain": {
 		Values: [][2]string{
 			{"corpus-mb", "0"}, {"val-frac", "0.1"}, {"val-kb", "512"}, {"tokenizer-mb", "32"}, {"vocab", "4096"},

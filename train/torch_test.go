@@ -410,6 +410,7 @@ func TestTrainingMatchesPyTorch(t *testing.T) {
 	t.Logf("data: %d windows of %d tokens (%d with padding, %d with two segments or more); %d steps of %d micro-batches of %d windows",
 		windows, T, padded, packed, opts.Steps, opts.Accum, opts.BatchSize)
 
+	var worst float64 // docs/lab.md's measure over both variants' losses and weights
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			v.ref = readTorchRun(t, v.out, v.attnlab.Names, opts.Steps)
@@ -428,6 +429,10 @@ func TestTrainingMatchesPyTorch(t *testing.T) {
 				}
 			}
 			t.Logf("weights, max over elements of |a−b|/(1+|b|): %.3g", elem)
+			worst = max(worst, elem)
+			for s, y := range v.ref.Loss {
+				worst = max(worst, math.Abs(v.attnlab.Loss[s]-y)/(1+math.Abs(y)))
+			}
 
 			// Clipping must be exercised: some steps clipped, some not.
 			clipped := 0
@@ -451,6 +456,10 @@ func TestTrainingMatchesPyTorch(t *testing.T) {
 			}
 			t.Logf("%d of %d steps clipped; loss %.4f → %.4f", clipped, opts.Steps, v.attnlab.Loss[0], v.attnlab.Loss[opts.Steps-1])
 		})
+	}
+
+	if !t.Failed() {
+		checkTrainingTable(t, opts.Steps, len(variants), worst)
 	}
 
 	// The comparison can fail: attnlab runs that differ from PyTorch's in one

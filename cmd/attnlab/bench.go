@@ -100,7 +100,7 @@ torch_ twins; level: the cache level of a stream or decode row), its peer
 cells under "peers" (value, ratio, ratio_min, ratio_max, rounds, reps,
 max_abs_diff, kernel, warning, error), the peers of the run (name,
 version, build, threads, or error) and the ceilings; docs/bench-peers.md
-and the README's "Fast kernels" section list them.
+and docs/kernels.md list them.
 
 Example: attnlab bench -max-n 2048`,
 })

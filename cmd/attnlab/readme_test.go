@@ -12,23 +12,23 @@ import (
 	"github.com/attnlab/attnlab/internal/vec"
 )
 
-var updateREADME = flag.Bool("update", false, "rewrite the README's generation samples from this run")
+var updateREADME = flag.Bool("update", false, "rewrite docs/model.md's generation samples from this run")
 
-// readmePrompts are the prompts of the README's generation samples.
+// readmePrompts are the prompts of docs/model.md's generation samples.
 var readmePrompts = []string{
 	"// Reverse returns s with its runes in reverse order.\nfunc Reverse(s string) string {",
 	"// Contains reports whether v is present in s.\nfunc Contains(s []int, v int) bool {",
 	"// ReadLines reads the file at path and returns its lines.\nfunc ReadLines(path string) ([]string, error) {",
 }
 
-// TestREADMEGeneration: the README's samples of the shipped model are what
+// TestREADMEGeneration: docs/model.md's samples of the shipped model are what
 // generate prints for them at the default flags; go test ./cmd/attnlab
 // -run READMEGeneration -update rewrites them. Greedy decoding in float32
 // may pick another token where two are within rounding of each other on
-// other kernels: on kernels other than the README's, the test skips.
+// other kernels: on kernels other than the page's, the test skips.
 func TestREADMEGeneration(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	path := filepath.Join("..", "..", "README.md")
+	path := filepath.Join("..", "..", "docs", "model.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -37,11 +37,11 @@ func TestREADMEGeneration(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no block between %q and %q", begin, end)
+		t.Fatalf("%s has no block between %q and %q", path, begin, end)
 	}
 	old := s[i+len(begin) : j]
 	if m := regexp.MustCompile(`on the (\w+) kernels`).FindStringSubmatch(old); !*updateREADME && (m == nil || m[1] != vec.Path()) {
-		t.Skipf("the README's samples were generated on other kernels than this process's %s", vec.Path())
+		t.Skipf("docs/model.md's samples were generated on other kernels than this process's %s", vec.Path())
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Shipped model, at the default flags (the repetition penalty and the n-gram ban on), greedy, on the %s kernels:\n", vec.Path())
@@ -60,6 +60,6 @@ func TestREADMEGeneration(t *testing.T) {
 		return
 	}
 	if old != want {
-		t.Errorf("the README's generation samples differ from this run (go test ./cmd/attnlab -run READMEGeneration -update rewrites them):\nREADME:\n%s\nrun:\n%s", old, want)
+		t.Errorf("docs/model.md's generation samples differ from this run (go test ./cmd/attnlab -run READMEGeneration -update rewrites them):\ndocs/model.md:\n%s\nrun:\n%s", old, want)
 	}
 }

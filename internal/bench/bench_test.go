@@ -12,7 +12,7 @@ import (
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Abs(want) }
 
-// TestAttentionFlops: the counts the README states, rebuilt from the
+// TestAttentionFlops: the counts docs/kernels.md states, rebuilt from the
 // products each pass runs (2·n²·D flops each).
 func TestAttentionFlops(t *testing.T) {
 	for _, tc := range []struct {
@@ -32,7 +32,7 @@ func TestAttentionFlops(t *testing.T) {
 			t.Errorf("n=%d D=%d H=%d causal=%v: nominal %g executed %g, want %g %g", tc.n, tc.D, tc.H, tc.causal, nominal, executed, wantNominal, wantExecuted)
 		}
 	}
-	// the README's forms: 12·n²·D·H, 14·n²·D·H full, 7·n²·D·H causal
+	// docs/kernels.md's forms: 12·n²·D·H, 14·n²·D·H full, 7·n²·D·H causal
 	n2DH := float64(1024 * 1024 * 64 * 8)
 	if nom, ex := attentionFlops(1024, 64, 8, true); nom != 12*n2DH || ex != 7*n2DH {
 		t.Errorf("causal: %g, %g", nom/n2DH, ex/n2DH)

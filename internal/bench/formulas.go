@@ -7,7 +7,7 @@ import (
 )
 
 // The counts behind every derived number of the table, one function each,
-// so that the README's formulas and the tests point at one place.
+// so that the formulas of docs/kernels.md and the tests point at one place.
 
 // gemmFlops is the work of one n×n×n matrix product: n multiply-adds per
 // output element, n² elements.

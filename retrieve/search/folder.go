@@ -77,7 +77,7 @@ type Fields struct {
 
 // DefaultFields are the weights chosen on the validation queries of
 // retrieve/testdata/devqueries (std-val.jsonl and debian-val.jsonl, 98
-// queries; the README's table of the choice): the doc weighs most, as
+// queries; docs/retrieval.md's table of the choice): the doc weighs most, as
 // the text that best answers a question in words; the encoder's cosine
 // with the doc four times that with the code.
 var DefaultFields = Fields{Doc: 8, Sig: 1, Body: 1, DocDense: 4}

@@ -1,6 +1,6 @@
 // Command plotcurves draws the validation bits per byte of training runs
 // against the training tokens they had seen, one line per run, from their
-// curves.csv: the scaling study of the README.
+// curves.csv: the scaling study of docs/model.md.
 //
 //	go run ./scripts/plotcurves -o docs/scaling.png NAME=RUN NAME=RUN ...
 package main
