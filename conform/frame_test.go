@@ -141,7 +141,7 @@ func TestSplitWordsEscapes(t *testing.T) {
 			t.Errorf("splitWords(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{`"abc`, `"ab\"`, `'x`} {
+	for _, bad := range []string{`"abc`, `"ab\"`, `'x`, `"ab\`} { // the last ends in a backslash, with nothing to escape
 		if _, err := splitWords(bad); err == nil {
 			t.Errorf("splitWords(%q): no error", bad)
 		}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/attnlab/attnlab/internal/bench"
+	"github.com/attnlab/attnlab/cmd/attnlab/internal/bench"
 	"github.com/attnlab/attnlab/train"
 )
 
