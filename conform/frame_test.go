@@ -131,6 +131,7 @@ func TestSplitWordsEscapes(t *testing.T) {
 		{`"a\\b"`, []string{`a\b`}},
 		{`"a\xb"`, []string{`a\xb`}},
 		{`"x\"" y`, []string{`x"`, "y"}},
+		{`"a\\"`, []string{`a\`}},
 		{`'' x`, []string{"", "x"}},
 		{`""`, []string{""}},
 		{`a'b c'd`, []string{"ab cd"}},
@@ -145,5 +146,17 @@ func TestSplitWordsEscapes(t *testing.T) {
 		if _, err := splitWords(bad); err == nil {
 			t.Errorf("splitWords(%q): no error", bad)
 		}
+	}
+}
+
+// TestAbbrev: a text of 80 bytes is shown whole, a longer one cut to 80
+// with an ellipsis.
+func TestAbbrev(t *testing.T) {
+	s80 := strings.Repeat("x", 80)
+	if got := abbrev(s80); got != s80 {
+		t.Errorf("80 bytes: %q", got)
+	}
+	if got := abbrev(s80 + "y"); got != strings.Repeat("x", 77)+"..." {
+		t.Errorf("81 bytes: %q", got)
 	}
 }
