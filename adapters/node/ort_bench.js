@@ -150,7 +150,7 @@ function f32(data, dims) {
 const OPSETS = [['', 21], ['com.microsoft', 1]];
 
 // sessionOptions: threads threads in the intra-op pool (the calling thread
-// is one of them), nothing else in parallel.
+// is one of them), nothing else in parallel, no spinning once a run is done.
 function sessionOptions(threads) {
   return {
     intraOpNumThreads: threads,
@@ -158,6 +158,10 @@ function sessionOptions(threads) {
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
     logSeverityLevel: 3,
+    // the pool's threads stop spinning when a run returns: spinning on
+    // while attnlab takes its turn took a core from it (attnlab's forward
+    // measured at half its rate between ONNX Runtime's runs)
+    extra: { session: { force_spinning_stop: '1' } },
   };
 }
 

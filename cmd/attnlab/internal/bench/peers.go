@@ -53,7 +53,8 @@ type PeerInfo struct {
 //     onnxruntime-node found as the conform adapters find it;
 //   - ggml: adapters/ggml's ggml-peer where its build tool puts it
 //     (adapters.GGMLProgram: $ATTNLAB_GGML, else attnlab/ggml in the user's
-//     cache folder).
+//     cache folder), its OpenMP threads spinning at most 10,000 rounds
+//     once idle (GOMP_SPINCOUNT).
 func FindPeer(name string) (PeerProgram, error) {
 	switch name {
 	case "onnxruntime":
@@ -67,7 +68,11 @@ func FindPeer(name string) (PeerProgram, error) {
 		if why != "" {
 			return PeerProgram{}, errors.New(why)
 		}
-		return PeerProgram{Name: name, Argv: []string{file}}, nil
+		// libgomp's idle threads spin 300,000 rounds after each parallel
+		// region (milliseconds on a core that attnlab's next turn needs:
+		// attnlab's forward measured at half its rate beside an idle
+		// ggml); 10,000 still covers the gap between the peer's own runs
+		return PeerProgram{Name: name, Argv: []string{file}, Env: []string{"GOMP_SPINCOUNT=10000"}}, nil
 	}
 	return PeerProgram{}, fmt.Errorf("no peer called %q (want %s)", name, strings.Join(PeerNames, ", "))
 }
