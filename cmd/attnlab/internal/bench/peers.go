@@ -261,6 +261,7 @@ func (ps *peerSet) interleave(ctx context.Context, budget time.Duration, w *peer
 	peerTimes := map[string][]float64{}
 	deadline := time.Now().Add(budget * time.Duration(1+len(live)))
 	runOurs := func() float64 {
+		w.run() // each side's turn starts warm: see warmRuns
 		ts := make([]float64, reps)
 		for r := range ts {
 			t0 := time.Now()
@@ -274,7 +275,7 @@ func (ps *peerSet) interleave(ctx context.Context, budget time.Duration, w *peer
 		for x := 0; x < len(live); x++ {
 			c := live[x]
 			req := w.req
-			req.KVDType, req.Reps, req.Inputs = c.kvDType, reps, inputs
+			req.KVDType, req.Reps, req.Inputs = c.kvDType, reps+warmRuns, inputs
 			a, err := ps.running[c.peer].do(ctx, req, timeout)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -288,7 +289,13 @@ func (ps *peerSet) interleave(ctx context.Context, budget time.Duration, w *peer
 			if round == 0 {
 				continue // warm-up
 			}
-			peerTimes[c.name] = append(peerTimes[c.name], median(a.Seconds))
+			if len(a.Seconds) != reps+warmRuns {
+				cells[c.name].Error = fmt.Sprintf("timing: %d times for %d runs", len(a.Seconds), reps+warmRuns)
+				live = slices.Delete(live, x, x+1)
+				x--
+				continue
+			}
+			peerTimes[c.name] = append(peerTimes[c.name], median(a.Seconds[warmRuns:]))
 		}
 		if round > 0 {
 			ours = append(ours, t)
@@ -321,6 +328,14 @@ func roundStats(cell *PeerCell, ours, theirs []float64, value func(float64) floa
 	cell.Ratio, cell.RatioMin, cell.RatioMax = median(rs), slices.Min(rs), slices.Max(rs)
 	cell.Rounds = len(rs)
 }
+
+// warmRuns is the untimed run that begins each side's turn in a round.
+// The other side's turn leaves the caches holding its data and the cores
+// idle or busy with its threads; a single cold run after it was measured at
+// half of attnlab's warm rate for a forward of n = 1024 (one run a turn
+// when a run takes the whole minRoundTime), so each side's times are of
+// runs that follow its own.
+const warmRuns = 1
 
 // minRounds is the fewest timed rounds of an interleaved row, and
 // minRoundTime the least time a side's runs take in a round: short runs

@@ -100,7 +100,8 @@ of ceiling: gemm, rate / GEMM ceiling of the dtype; attention, executed GFLOP/s
 attention variants: the median over interleaved rounds of the variant's time over
   plain attention's in the same round (1.10 = 10% slower)
 peers: each peer runs the same inputs on as many threads as attnlab, started once
-  and timed interleaved with attnlab (attnlab, peer, attnlab, peer, … in rounds);
+  and timed interleaved with attnlab (attnlab, peer, attnlab, peer, … in rounds,
+  each turn's first run untimed);
   a peer's value is the median of its round times in the row's unit, its ratio the
   median over rounds of its time / attnlab's time in the same round (> 1: attnlab
   faster) with the smallest and largest round; its output equals attnlab's before
