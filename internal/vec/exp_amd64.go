@@ -63,6 +63,28 @@ func exp64(dst, x []float64) {
 //go:noescape
 func expShiftFloor32AVX2(dst, x []float32, shift, floor float32) (sum float32, live bool)
 
+// softcap32AVX2 handles whole vectors of 8 only (see mkasm.go).
+//
+//go:noescape
+func softcap32AVX2(dst, x []float32, twoOverC, c float32)
+
+func softcap32(dst, x []float32, c float32) {
+	if !useAVX2 {
+		softcap32Generic(dst, x, c)
+		return
+	}
+	n := len(x) &^ 7
+	softcap32AVX2(dst[:n], x[:n], 2/c, c)
+	if n < len(x) {
+		// the tail as a whole vector, so that every element gets the same
+		// polynomial
+		var buf [8]float32
+		copy(buf[:], x[n:])
+		softcap32AVX2(buf[:], buf[:], 2/c, c)
+		copy(dst[n:len(x)], buf[:])
+	}
+}
+
 // max32AVX2 handles whole vectors of 8, at least one.
 //
 //go:noescape

@@ -714,6 +714,67 @@ done:
 	VZEROUPPER
 	RET
 
+// func softcap32AVX2(dst, x []float32, twoOverC, c float32)
+TEXT ·softcap32AVX2(SB), NOSPLIT, $0-56
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS twoOverC+48(FP), Y13
+	VBROADCASTSS c+52(FP), Y12
+	// Y15 = −87, Y14 = 88: the clamp; Y11 = 2
+	MOVL $0xc2ae0000, AX
+	VMOVD AX, X15
+	VBROADCASTSS X15, Y15
+	MOVL $0x42b00000, AX
+	VMOVD AX, X14
+	VBROADCASTSS X14, Y14
+	MOVL $0x40000000, AX
+	VMOVD AX, X11
+	VBROADCASTSS X11, Y11
+loop:
+	CMPQ CX, $8
+	JLT done
+	VMOVUPS (SI), Y0
+	VMULPS Y13, Y0, Y0
+	// clamp; t is the second source, so a NaN t passes through
+	VMAXPS Y0, Y15, Y0
+	VMINPS Y0, Y14, Y0
+	// n = round(t·log2e); r = t − n·C1 − n·C2
+	VMULPS exp32const<>+128(SB), Y0, Y1
+	VROUNDPS $8, Y1, Y1
+	VFNMADD231PS exp32const<>+192(SB), Y1, Y0
+	VFNMADD231PS exp32const<>+256(SB), Y1, Y0
+	// Horner evaluation of the polynomial
+	VMOVUPS exp32const<>+448(SB), Y2
+	VFMADD213PS exp32const<>+512(SB), Y0, Y2
+	VFMADD213PS exp32const<>+576(SB), Y0, Y2
+	VFMADD213PS exp32const<>+640(SB), Y0, Y2
+	VFMADD213PS exp32const<>+704(SB), Y0, Y2
+	VFMADD213PS exp32const<>+768(SB), Y0, Y2
+	// exp(r) = 1 + r + r²·P(r)
+	VMULPS Y0, Y0, Y3
+	VFMADD213PS Y0, Y3, Y2
+	VADDPS exp32const<>+320(SB), Y2, Y2
+	// y·2ⁿ, n in [−126, 127]: the bits of 2ⁿ are (n+127)<<23
+	VCVTPS2DQ Y1, Y4
+	VPSLLD $23, Y4, Y4
+	VPADDD exp32const<>+320(SB), Y4, Y4
+	VMULPS Y4, Y2, Y2
+	// c·(1 − 2/(1 + y))
+	VADDPS exp32const<>+320(SB), Y2, Y2
+	VDIVPS Y2, Y11, Y3
+	VMOVUPS exp32const<>+320(SB), Y5
+	VSUBPS Y3, Y5, Y3
+	VMULPS Y12, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP loop
+done:
+	VZEROUPPER
+	RET
+
 // func max32AVX2(x []float32) (m float32, nan bool)
 TEXT ·max32AVX2(SB), NOSPLIT, $0-29
 	MOVQ x_base+0(FP), SI

@@ -11,3 +11,5 @@ func expShiftFloor32(dst, x []float32, shift, floor float32) (float32, bool) {
 }
 
 func max32(x []float32) float32 { return maxGeneric(x) }
+
+func softcap32(dst, x []float32, c float32) { softcap32Generic(dst, x, c) }

@@ -138,6 +138,36 @@ func ExpShiftFloor[T Float](dst, x []T, shift, floor T) (sum T, live bool) {
 	return sum, live
 }
 
+// Softcap sets dst[i] = c·tanh(x[i]/c), logit softcapping, for c > 0:
+// float64 through math.Tanh, float32 as c·(1 − 2/(1 + exp(2x/c))) with
+// Exp32's polynomial in one pass (AVX2) or through Exp32. dst may be x.
+func Softcap[T Float](dst, x []T, c T) {
+	if !(c > 0) {
+		panic(fmt.Sprintf("vec: Softcap cap %v, want > 0", c))
+	}
+	dst = dst[:len(x)]
+	if is32[T]() {
+		softcap32(as32(dst), as32(x), float32(c))
+		return
+	}
+	for i, v := range x {
+		dst[i] = c * T(math.Tanh(float64(v/c)))
+	}
+}
+
+// softcap32Generic is the portable float32 Softcap.
+func softcap32Generic(dst, x []float32, c float32) {
+	dst = dst[:len(x)]
+	two := 2 / c
+	for i, v := range x {
+		dst[i] = v * two
+	}
+	Exp32(dst, dst)
+	for i, e := range dst {
+		dst[i] = c * (1 - 2/(1+e))
+	}
+}
+
 // expShiftFloor32Generic is the portable ExpShiftFloor32.
 func expShiftFloor32Generic(dst, x []float32, shift, floor float32) (sum float32, live bool) {
 	dst = dst[:len(x)]

@@ -196,3 +196,59 @@ func TestExpShiftFloor32(t *testing.T) {
 		ExpShiftFloor[float32](dst, x, 0, -100)
 	})
 }
+
+// TestSoftcap: float32 Softcap, by the AVX2 kernel and by the portable
+// path, is c·tanh(x/c) within a few roundings of c at every length (the
+// tails of 1 to 7 included), ±c at ±Inf and far beyond c, and NaN at NaN;
+// float64 is math.Tanh itself; a cap ≤ 0 is the caller's mistake.
+func TestSoftcap(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const c = 30
+	for _, generic := range []bool{false, true} {
+		for n := range 40 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 40)
+			}
+			if n > 4 {
+				x[0], x[1], x[2], x[3], x[4] = float32(math.Inf(1)), float32(math.Inf(-1)), 1e30, -1e30, 0
+			}
+			got := make([]float32, n)
+			if generic {
+				softcap32Generic(got, x, c)
+			} else {
+				Softcap(got, x, float32(c))
+			}
+			for i, v := range x {
+				want := c * math.Tanh(float64(v)/c)
+				if d := math.Abs(float64(got[i]) - want); !(d <= 4*c*0x1p-24) {
+					t.Fatalf("generic %v, n %d: Softcap(%v) = %v, want %v (off by %.2g)", generic, n, v, got[i], want, d)
+				}
+			}
+		}
+		x := []float32{float32(math.NaN()), 1, 2, 3, 4, 5, 6, 7, 8}
+		got := make([]float32, len(x))
+		if generic {
+			softcap32Generic(got, x, c)
+		} else {
+			Softcap(got, x, float32(c))
+		}
+		if !math.IsNaN(float64(got[0])) {
+			t.Errorf("generic %v: Softcap(NaN) = %v", generic, got[0])
+		}
+	}
+	x64 := []float64{-100, -1, 0, 0.5, 29, 1e300}
+	got64 := make([]float64, len(x64))
+	Softcap(got64, x64, 30)
+	for i, v := range x64 {
+		if want := 30 * math.Tanh(v/30); got64[i] != want {
+			t.Errorf("float64 Softcap(%v) = %v, want %v", v, got64[i], want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Softcap with cap 0 did not panic")
+		}
+	}()
+	Softcap(got64, x64, 0)
+}

@@ -559,6 +559,69 @@ func genExpShiftFloor(a *asm, sym string) {
 	a.in("RET")
 }
 
+// softcap32AVX2 is logit softcapping in one pass over a row of scores:
+//
+//	dst = c·tanh(x/c) = c·(1 − 2/(1 + exp(2x/c)))
+//
+// The exponential is Exp32's polynomial with its argument clamped to
+// [−87, 88], one scaling step, as in expShiftFloor32AVX2: beyond the clamp
+// tanh is ±1 in float32 (±Inf scores give ±c, as tanh does); a NaN score
+// stays NaN. Whole vectors of 8 only.
+
+func genSoftcap32(a *asm, sym string) {
+	e, v := f32, avx2
+	a.text("softcap32AVX2", 56, "func softcap32AVX2(dst, x []float32, twoOverC, c float32)")
+	k := func(i int) string { return fmt.Sprintf("%s+%d(SB)", sym, i*64) }
+	a.in("MOVQ dst_base+0(FP), DI")
+	a.in("MOVQ x_base+24(FP), SI")
+	a.in("MOVQ x_len+32(FP), CX")
+	a.in("VBROADCASTSS twoOverC+48(FP), Y13")
+	a.in("VBROADCASTSS c+52(FP), Y12")
+	a.comment("Y15 = −87, Y14 = 88: the clamp; Y11 = 2")
+	a.in("MOVL $0x%08x, AX", math.Float32bits(-87))
+	a.in("VMOVD AX, X15")
+	a.in("VBROADCASTSS X15, Y15")
+	a.in("MOVL $0x%08x, AX", math.Float32bits(88))
+	a.in("VMOVD AX, X14")
+	a.in("VBROADCASTSS X14, Y14")
+	a.in("MOVL $0x%08x, AX", math.Float32bits(2))
+	a.in("VMOVD AX, X11")
+	a.in("VBROADCASTSS X11, Y11")
+	a.label("loop")
+	a.in("CMPQ CX, $8")
+	a.in("JLT done")
+	a.in("VMOVUPS (SI), Y0")
+	a.in("VMULPS Y13, Y0, Y0")
+	a.comment("clamp; t is the second source, so a NaN t passes through")
+	a.in("VMAXPS Y0, Y15, Y0")
+	a.in("VMINPS Y0, Y14, Y0")
+	a.comment("n = round(t·log2e); r = t − n·C1 − n·C2")
+	a.in("VMULPS %s, Y0, Y1", k(kLog2e))
+	a.in("VROUNDPS $8, Y1, Y1")
+	a.in("VFNMADD231PS %s, Y1, Y0", k(kC1))
+	a.in("VFNMADD231PS %s, Y1, Y0", k(kC2))
+	expPoly(a, e, v, len(exp32c.poly), k)
+	a.comment("y·2ⁿ, n in [−126, 127]: the bits of 2ⁿ are (n+127)<<23")
+	a.in("VCVTPS2DQ Y1, Y4")
+	a.in("VPSLLD $23, Y4, Y4")
+	a.in("VPADDD %s, Y4, Y4", k(kOne))
+	a.in("VMULPS Y4, Y2, Y2")
+	a.comment("c·(1 − 2/(1 + y))")
+	a.in("VADDPS %s, Y2, Y2", k(kOne))
+	a.in("VDIVPS Y2, Y11, Y3")
+	a.in("VMOVUPS %s, Y5", k(kOne))
+	a.in("VSUBPS Y3, Y5, Y3")
+	a.in("VMULPS Y12, Y3, Y3")
+	a.in("VMOVUPS Y3, (DI)")
+	a.in("ADDQ $32, SI")
+	a.in("ADDQ $32, DI")
+	a.in("SUBQ $8, CX")
+	a.in("JMP loop")
+	a.label("done")
+	a.in("VZEROUPPER")
+	a.in("RET")
+}
+
 // max32AVX2 returns the largest element of x (whole vectors of 8, at least
 // one) in two accumulators, and whether x holds a NaN (VMAXPS drops NaN,
 // so the caller returns NaN for it).
@@ -1448,6 +1511,7 @@ func main() {
 		genExp(x, f64, v, exp64c, s64)
 	}
 	genExpShiftFloor(x, s32)
+	genSoftcap32(x, s32)
 	genMax32(x)
 	for _, k := range kernels {
 		genGemmKernel(g, k)
