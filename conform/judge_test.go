@@ -224,3 +224,38 @@ func TestRuleDocumented(t *testing.T) {
 		t.Errorf("docs/conform-protocol.md does not quote the rule as a report states it:\n> %s", Rule)
 	}
 }
+
+// TestAlignment: the causal convention a visibility pattern shows; at
+// M > N the rows before the first key may see every key or none (empty
+// rows), the rows after them may not.
+func TestAlignment(t *testing.T) {
+	pattern := func(M, N int, rule func(i, j int) bool) [][]bool {
+		vis := make([][]bool, M)
+		for i := range vis {
+			vis[i] = make([]bool, N)
+			for j := range vis[i] {
+				vis[i][j] = rule(i, j)
+			}
+		}
+		return vis
+	}
+	for _, c := range []struct {
+		name string
+		M, N int
+		rule func(i, j int) bool
+		want string
+	}{
+		{"bottom-right after a cache", 3, 7, func(i, j int) bool { return j <= i+4 }, AlignBottomRight},
+		{"top-left after a cache", 3, 7, func(i, j int) bool { return j <= i }, AlignTopLeft},
+		{"every key", 3, 7, func(i, j int) bool { return true }, AlignOther},
+		{"square", 4, 4, func(i, j int) bool { return j <= i }, AlignBottomRight},
+		{"M > N, rows before the keys see none", 6, 3, func(i, j int) bool { return j <= i-3 }, AlignBottomRight},
+		{"M > N, rows before the keys see all", 6, 3, func(i, j int) bool { return i < 3 || j <= i-3 }, AlignBottomRight},
+		{"M > N, the first row after them sees none", 6, 3, func(i, j int) bool { return i > 3 && j <= i-3 }, AlignOther},
+		{"M > N, the last row sees one key less", 6, 3, func(i, j int) bool { return j <= i-3 && !(i == 5 && j == 2) }, AlignOther},
+	} {
+		if got := alignment(pattern(c.M, c.N, c.rule), c.M, c.N); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
