@@ -259,3 +259,26 @@ func TestAlignment(t *testing.T) {
 		}
 	}
 }
+
+// TestCardRefusedWithoutValidity: an implementation that refuses M > N
+// with the causal flag and has no validity to mark the rows before the
+// first key as padding gets n/a there, with the count of those rows, and
+// is not counted as refusing what it declares.
+func TestCardRefusedWithoutValidity(t *testing.T) {
+	e := plain("causal flag only", func(e *emul) {
+		e.caps.Masks = []string{MaskCausal}
+		e.caps.LSE, e.caps.GQA = false, false
+		e.refuse = func(r *Request) bool { return r.Causal && r.M > r.N }
+	})
+	card, err := measureCard(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := card.NotMeasured["causal_m_gt_n"]
+	if card.CausalMGtN != NA || !strings.Contains(why, "M = 6, N = 3 causal: refused") || !strings.Contains(why, "its first 3 rows see no key") {
+		t.Errorf("causal M > N: %q (%q)", card.CausalMGtN, why)
+	}
+	if slices.Contains(card.Refused, "causal_m_gt_n") {
+		t.Errorf("refused %v: M > N is counted as refused within what it declares", card.Refused)
+	}
+}
