@@ -569,7 +569,8 @@ func (p *prober) nanRowBackward(r *Request, row int) (string, error) {
 	return fmt.Sprintf("dq of the row %s, dk %s, dv %s", finiteness(back.DQ[row*r.D:(row+1)*r.D]), finiteness(back.DK), finiteness(back.DV)), nil
 }
 
-// finiteness names what x holds: NaN, zero, finite or partly NaN.
+// finiteness names what x holds: NaN, zero, finite, partly NaN, or
+// infinite (some values ±Inf, none NaN).
 func finiteness(x []float64) string {
 	switch {
 	case allOf(x, math.IsNaN):
@@ -578,6 +579,8 @@ func finiteness(x []float64) string {
 		return "zero"
 	case allOf(x, func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }):
 		return "finite"
+	case allOf(x, func(v float64) bool { return !math.IsNaN(v) }):
+		return "partly infinite"
 	}
 	return "partly NaN"
 }
@@ -887,7 +890,7 @@ func (p *prober) extremeLogits() (string, error) {
 					tol = max(tol, t.ulps*ulp64)
 				}
 				switch f := finiteness(t.got); {
-				case f == "NaN" || f == "partly NaN":
+				case f == "NaN" || f == "partly NaN" || f == "partly infinite":
 					return fmt.Sprintf("%s: %s %s", where, t.name, f), nil
 				case f == "zero" && finiteness(t.want) != "zero":
 					return fmt.Sprintf("%s: %s all zero", where, t.name), nil

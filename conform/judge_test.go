@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -280,5 +281,54 @@ func TestCardRefusedWithoutValidity(t *testing.T) {
 	}
 	if slices.Contains(card.Refused, "causal_m_gt_n") {
 		t.Errorf("refused %v: M > N is counted as refused within what it declares", card.Refused)
+	}
+}
+
+// TestCardEmptyRowPaths: the empty-row probes through a boolean mask (an
+// implementation without segments), and the consistency of a float32-only
+// backward on such a row at float32's step.
+func TestCardEmptyRowPaths(t *testing.T) {
+	card, err := measureCard(plain("a boolean mask", func(e *emul) {
+		e.caps.Masks = []string{MaskCausal, MaskBool}
+		e.empty = EmptyZero
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if card.EmptyRow != EmptyZero {
+		t.Errorf("empty row %q, want %q (%v)", card.EmptyRow, EmptyZero, card.NotMeasured)
+	}
+	for place, got := range card.EmptyRowAt {
+		if got != EmptyZero {
+			t.Errorf("empty row as the %s row: %q, want %q", place, got, EmptyZero)
+		}
+	}
+	// a uniform row depends on V: finite differences at float64's step
+	// would drown in float32's rounding
+	card, err = measureCard(plain("float32 only", func(e *emul) {
+		e.f32, e.caps.DTypes = true, []string{"float32"}
+		e.empty = EmptyUniform
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := card.EmptyRowBackwardConsistent; c == nil || !*c {
+		t.Errorf("float32 only: the backward on an empty row is not found consistent (%v; notes %q)", c, card.Notes)
+	}
+}
+
+// TestFiniteness: the names of what a tensor holds.
+func TestFiniteness(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, c := range []struct {
+		x    []float64
+		want string
+	}{
+		{[]float64{nan, nan}, "NaN"}, {[]float64{0, 0}, "zero"}, {[]float64{1, 0}, "finite"},
+		{[]float64{1, nan}, "partly NaN"}, {[]float64{1, -inf}, "partly infinite"}, {[]float64{inf, nan}, "partly NaN"},
+	} {
+		if got := finiteness(c.x); got != c.want {
+			t.Errorf("finiteness(%v) = %q, want %q", c.x, got, c.want)
+		}
 	}
 }
