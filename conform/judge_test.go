@@ -332,3 +332,24 @@ func TestFiniteness(t *testing.T) {
 		}
 	}
 }
+
+// TestRelDiff: differences over the largest finite reference value, an
+// infinity in the reference matched only by the same infinity.
+func TestRelDiff(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range []struct {
+		a, b []float64
+		want float64
+	}{
+		{[]float64{1.5, inf}, []float64{1, inf}, 0.5},   // the infinity agrees, the rest is measured
+		{[]float64{4, 10}, []float64{4, 8}, 0.25},       // over the largest |b|
+		{[]float64{0.1, 0.2}, []float64{0.1, 0.3}, 0.1}, // over 1 when |b| is small
+		{[]float64{1, 2}, []float64{1, inf}, inf},
+		{[]float64{nan, 2}, []float64{1, 2}, inf},
+		{[]float64{1}, []float64{1, 2}, inf},
+	} {
+		if got := relDiff(c.a, c.b); math.Abs(got-c.want) > 1e-15 && got != c.want {
+			t.Errorf("relDiff(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
