@@ -353,3 +353,22 @@ func TestRelDiff(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat32RatioOfTheReference: the float32 error ratio is the
+// implementation's float32 error over the reference's own: exactly 1 for
+// the reference, and below 1 for an implementation that rounds the exact
+// answer once.
+func TestFloat32RatioOfTheReference(t *testing.T) {
+	for _, c := range []struct {
+		impl   Implementation
+		lo, hi float64
+	}{{Reference(), 1, 1}, {plain("rounds once", func(e *emul) { e.f32 = true }), 0.01, 0.99}} {
+		card, err := measureCard(c.impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := card.Float32ErrorRatio; r == nil || *r < c.lo || *r > c.hi {
+			t.Errorf("%s: float32 error ratio %v, want in [%g, %g]", c.impl.Capabilities().Name, r, c.lo, c.hi)
+		}
+	}
+}
