@@ -372,3 +372,11 @@ func TestFloat32RatioOfTheReference(t *testing.T) {
 		}
 	}
 }
+
+// TestSameBuffer: the same backing array, not equal contents.
+func TestSameBuffer(t *testing.T) {
+	a, b := []float64{1, 2}, []float64{1, 2}
+	if !sameBuffer(a, a) || sameBuffer(a, b) || sameBuffer(a, a[:1]) || sameBuffer(nil, nil) || sameBuffer(a[:0], a[:0]) {
+		t.Error("sameBuffer: wrong")
+	}
+}
