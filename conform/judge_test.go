@@ -282,6 +282,13 @@ func TestCardRefusedWithoutValidity(t *testing.T) {
 	if slices.Contains(card.Refused, "causal_m_gt_n") {
 		t.Errorf("refused %v: M > N is counted as refused within what it declares", card.Refused)
 	}
+	// nor do the checks call it a refusal of what it declares
+	rep := runOn(t, e)
+	for _, c := range rep.Checks {
+		if strings.Contains(c.Detail, "declares and refused") {
+			t.Errorf("check %s: %s", c.Name, c.Detail)
+		}
+	}
 }
 
 // TestCardEmptyRowPaths: the empty-row probes through a boolean mask (an
