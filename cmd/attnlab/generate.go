@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,7 +216,7 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	st := &stopper{stops: o.stops, out: func(b []byte) {
+	st := &model.StopStrings{Stops: o.stops, Out: func(b []byte) {
 		res.Text += string(b)
 		if !o.asJSON {
 			w.Write(b)
@@ -242,7 +241,7 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 		if healed != nil { // the first token begins with the text taken back
 			b, healed = b[len(healed):], nil
 		}
-		return st.add(b)
+		return st.Add(b)
 	}
 	t0 := time.Now()
 	out, err := lm.Generate(ctx, lm.Params, [][]int{prompt}, gen, nil)
@@ -253,9 +252,9 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st.flush()
+	st.Flush()
 	res.IDs = out[0]
-	res.Stop, res.StopString = stopReason(out[0], eos, o.n, st.hit)
+	res.Stop, res.StopString = model.StopReason(out[0], eos, st.Hit)
 	res.Stats.times(len(prompt), res.Tokens, t0, first, last, start)
 	return o.finish(w, res)
 }
@@ -327,18 +326,6 @@ func (o *generateOpts) fit(lm *model.LM[float32], text string, res *generateResu
 	return prompt[res.Dropped:], nil
 }
 
-// stopReason says why a generation of out ended: eos, stop (a stop
-// string), or length.
-func stopReason(out []int, eos, n int, hit string) (string, string) {
-	switch {
-	case hit != "":
-		return "stop", hit
-	case len(out) > 0 && out[len(out)-1] == eos:
-		return "eos", ""
-	}
-	return "length", ""
-}
-
 // times fills s from the clock: the generation began at t0 with a prompt
 // of prompt tokens and emitted tokens, the first at first, the last at
 // last; start is before the model was loaded.
@@ -377,52 +364,4 @@ func (o *generateOpts) finish(w *bufio.Writer, res *generateResult) error {
 		fmt.Fprintf(progressOut, "total    %.3f s; stopped: %s\n", s.TotalSeconds, res.Stop)
 	}
 	return nil
-}
-
-// stopper streams the new text, holding back what may be the beginning
-// of a stop string, and finds the first stop string.
-type stopper struct {
-	stops   []string
-	out     func([]byte)
-	pending []byte
-	hit     string // the stop string found
-}
-
-// add takes the text of a new token and reports whether a stop string
-// has appeared; the text before it is written, the rest dropped.
-func (s *stopper) add(b []byte) bool {
-	s.pending = append(s.pending, b...)
-	at := -1
-	for _, stop := range s.stops {
-		if i := bytes.Index(s.pending, []byte(stop)); i >= 0 && (at < 0 || i < at) {
-			at, s.hit = i, stop
-		}
-	}
-	if at >= 0 {
-		s.out(s.pending[:at])
-		s.pending = nil
-		return true
-	}
-	keep := 0 // the longest end of pending that begins a stop string
-	for _, stop := range s.stops {
-		for k := min(len(stop)-1, len(s.pending)); k > keep; k-- {
-			if bytes.HasSuffix(s.pending, []byte(stop[:k])) {
-				keep = k
-				break
-			}
-		}
-	}
-	if n := len(s.pending) - keep; n > 0 {
-		s.out(s.pending[:n])
-		s.pending = append([]byte(nil), s.pending[n:]...)
-	}
-	return false
-}
-
-// flush writes what add held back.
-func (s *stopper) flush() {
-	if len(s.pending) > 0 {
-		s.out(s.pending)
-		s.pending = nil
-	}
 }

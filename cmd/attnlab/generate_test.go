@@ -73,17 +73,6 @@ func TestGenerateStop(t *testing.T) {
 	if code != 0 || stdout != maxPrompt+free.Text[:i]+"\n" {
 		t.Errorf("streamed with -stop: %q, want %q", stdout, maxPrompt+free.Text[:i]+"\n")
 	}
-	// the stopper holds back what may begin a stop string, and no more
-	var out strings.Builder
-	st := &stopper{stops: []string{"}\n}"}, out: func(b []byte) { out.Write(b) }}
-	for _, piece := range []string{"a}", "\n", "b}\n", "}c"} {
-		if st.add([]byte(piece)) {
-			break
-		}
-	}
-	if out.String() != "a}\nb" || st.hit != "}\n}" {
-		t.Errorf("stopper: wrote %q, hit %q; want \"a}\\nb\" and the stop string", out.String(), st.hit)
-	}
 }
 
 // TestGenerateStats: -json always carries the times, -stats prints them;
