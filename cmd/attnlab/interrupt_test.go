@@ -53,7 +53,7 @@ func TestInterruptsStopWithinASecond(t *testing.T) {
 		{syscall.SIGTERM, 500 * time.Millisecond, []string{"ref", "-op", "attention", "-in", fifo, "-out", out}},
 		{os.Interrupt, 500 * time.Millisecond, []string{"ref", "-op", "attention", "-in", fifo, "-out", out}},
 		{syscall.SIGTERM, time.Second, []string{"faults"}}, // the whole registry, as the lab below
-		{os.Interrupt, 2 * time.Second, []string{"lab"}}, // the whole lab: the decoder alone ends within 2 s on a quiet machine
+		{os.Interrupt, 2 * time.Second, []string{"lab"}},   // the whole lab: the decoder alone ends within 2 s on a quiet machine
 	} {
 		want := 130
 		if c.sig == syscall.SIGTERM {
