@@ -496,7 +496,6 @@ func genExp(a *asm, e elem, v isa, c expConsts, sym string) {
 // (l0+l4, …) then pairwise at the end.
 
 func genExpShiftFloor(a *asm, sym string) {
-	e, v := f32, avx2
 	name := "expShiftFloor32AVX2"
 	a.text(name, 61, "func expShiftFloor32AVX2(dst, x []float32, shift, floor float32) (sum float32, live bool)")
 	k := func(i int) string { return fmt.Sprintf("%s+%d(SB)", sym, i*64) }
@@ -506,12 +505,7 @@ func genExpShiftFloor(a *asm, sym string) {
 	a.in("VBROADCASTSS shift+48(FP), Y13")
 	a.in("VBROADCASTSS floor+52(FP), Y12")
 	a.comment("Y15 = −87, Y14 = 88: the clamp")
-	a.in("MOVL $0x%08x, AX", math.Float32bits(-87))
-	a.in("VMOVD AX, X15")
-	a.in("VBROADCASTSS X15, Y15")
-	a.in("MOVL $0x%08x, AX", math.Float32bits(88))
-	a.in("VMOVD AX, X14")
-	a.in("VBROADCASTSS X14, Y14")
+	clampBounds(a)
 	a.comment("Y11 = the sum, Y9 = the lanes kept")
 	a.in("VXORPS Y11, Y11, Y11")
 	a.in("VXORPS Y9, Y9, Y9")
@@ -523,20 +517,7 @@ func genExpShiftFloor(a *asm, sym string) {
 	a.comment("Y6 = not (t < floor): the lanes kept, NaN included")
 	a.in("VCMPPS $5, Y12, Y0, Y6")
 	a.in("VORPS Y6, Y9, Y9")
-	a.comment("clamp; t is the second source, so a NaN t passes through")
-	a.in("VMAXPS Y0, Y15, Y0")
-	a.in("VMINPS Y0, Y14, Y0")
-	a.comment("n = round(t·log2e); r = t − n·C1 − n·C2")
-	a.in("VMULPS %s, Y0, Y1", k(kLog2e))
-	a.in("VROUNDPS $8, Y1, Y1")
-	a.in("VFNMADD231PS %s, Y1, Y0", k(kC1))
-	a.in("VFNMADD231PS %s, Y1, Y0", k(kC2))
-	expPoly(a, e, v, len(exp32c.poly), k)
-	a.comment("y·2ⁿ, n in [−126, 127]: the bits of 2ⁿ are (n+127)<<23")
-	a.in("VCVTPS2DQ Y1, Y4")
-	a.in("VPSLLD $23, Y4, Y4")
-	a.in("VPADDD %s, Y4, Y4", k(kOne))
-	a.in("VMULPS Y4, Y2, Y2")
+	exp32Clamped(a, k)
 	a.in("VANDPS Y6, Y2, Y2")
 	a.in("VMOVUPS Y2, (DI)")
 	a.in("VADDPS Y2, Y11, Y11")
@@ -568,30 +549,22 @@ func genExpShiftFloor(a *asm, sym string) {
 // tanh is ±1 in float32 (±Inf scores give ±c, as tanh does); a NaN score
 // stays NaN. Whole vectors of 8 only.
 
-func genSoftcap32(a *asm, sym string) {
-	e, v := f32, avx2
-	a.text("softcap32AVX2", 56, "func softcap32AVX2(dst, x []float32, twoOverC, c float32)")
-	k := func(i int) string { return fmt.Sprintf("%s+%d(SB)", sym, i*64) }
-	a.in("MOVQ dst_base+0(FP), DI")
-	a.in("MOVQ x_base+24(FP), SI")
-	a.in("MOVQ x_len+32(FP), CX")
-	a.in("VBROADCASTSS twoOverC+48(FP), Y13")
-	a.in("VBROADCASTSS c+52(FP), Y12")
-	a.comment("Y15 = −87, Y14 = 88: the clamp; Y11 = 2")
+// clampBounds puts the bounds of exp32Clamped's clamp in Y15 (−87) and
+// Y14 (88).
+func clampBounds(a *asm) {
 	a.in("MOVL $0x%08x, AX", math.Float32bits(-87))
 	a.in("VMOVD AX, X15")
 	a.in("VBROADCASTSS X15, Y15")
 	a.in("MOVL $0x%08x, AX", math.Float32bits(88))
 	a.in("VMOVD AX, X14")
 	a.in("VBROADCASTSS X14, Y14")
-	a.in("MOVL $0x%08x, AX", math.Float32bits(2))
-	a.in("VMOVD AX, X11")
-	a.in("VBROADCASTSS X11, Y11")
-	a.label("loop")
-	a.in("CMPQ CX, $8")
-	a.in("JLT done")
-	a.in("VMOVUPS (SI), Y0")
-	a.in("VMULPS Y13, Y0, Y0")
+}
+
+// exp32Clamped sets Y2 = exp(Y0) for the 8 float32 lanes of Y0, clamped to
+// [Y15, Y14] = [−87, 88] so that one scaling step by 2ⁿ suffices (Exp32's
+// polynomial; Y0, Y1, Y3 and Y4 are overwritten).
+func exp32Clamped(a *asm, k func(int) string) {
+	e, v := f32, avx2
 	a.comment("clamp; t is the second source, so a NaN t passes through")
 	a.in("VMAXPS Y0, Y15, Y0")
 	a.in("VMINPS Y0, Y14, Y0")
@@ -606,6 +579,27 @@ func genSoftcap32(a *asm, sym string) {
 	a.in("VPSLLD $23, Y4, Y4")
 	a.in("VPADDD %s, Y4, Y4", k(kOne))
 	a.in("VMULPS Y4, Y2, Y2")
+}
+
+func genSoftcap32(a *asm, sym string) {
+	a.text("softcap32AVX2", 56, "func softcap32AVX2(dst, x []float32, twoOverC, c float32)")
+	k := func(i int) string { return fmt.Sprintf("%s+%d(SB)", sym, i*64) }
+	a.in("MOVQ dst_base+0(FP), DI")
+	a.in("MOVQ x_base+24(FP), SI")
+	a.in("MOVQ x_len+32(FP), CX")
+	a.in("VBROADCASTSS twoOverC+48(FP), Y13")
+	a.in("VBROADCASTSS c+52(FP), Y12")
+	a.comment("Y15 = −87, Y14 = 88: the clamp; Y11 = 2")
+	clampBounds(a)
+	a.in("MOVL $0x%08x, AX", math.Float32bits(2))
+	a.in("VMOVD AX, X11")
+	a.in("VBROADCASTSS X11, Y11")
+	a.label("loop")
+	a.in("CMPQ CX, $8")
+	a.in("JLT done")
+	a.in("VMOVUPS (SI), Y0")
+	a.in("VMULPS Y13, Y0, Y0")
+	exp32Clamped(a, k)
 	a.comment("c·(1 − 2/(1 + y))")
 	a.in("VADDPS %s, Y2, Y2", k(kOne))
 	a.in("VDIVPS Y2, Y11, Y3")
