@@ -128,21 +128,7 @@ func (x *BM25) IDF(df int) float64 {
 // order of their first occurrence in the query, so the floating-point sums,
 // and the order of equal-looking scores, are the same on every run.
 func (x *BM25) accumulate(acc []float64, terms []string) {
-	type qterm struct{ id, count int32 }
-	var qts []qterm
-	at := map[int32]int{}
-	for _, t := range terms {
-		id, ok := x.terms[t]
-		if !ok {
-			continue
-		}
-		if i, seen := at[id]; seen {
-			qts[i].count++
-			continue
-		}
-		at[id] = len(qts)
-		qts = append(qts, qterm{id, 1})
-	}
+	qts := queryTerms(x.terms, terms)
 	norm := x.K1 / x.avgdl
 	for _, q := range qts {
 		ps := x.post[q.id]
@@ -247,4 +233,29 @@ func (h *minHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// qterm is a term of a query that the index knows, and how often the query
+// says it.
+type qterm struct{ id, count int32 }
+
+// queryTerms returns the query's terms that ids knows, each once with its
+// count, in the order of their first occurrence: the order the scores are
+// summed in, the same on every run.
+func queryTerms(ids map[string]int32, terms []string) []qterm {
+	var qts []qterm
+	at := map[int32]int{}
+	for _, t := range terms {
+		id, ok := ids[t]
+		if !ok {
+			continue
+		}
+		if i, seen := at[id]; seen {
+			qts[i].count++
+			continue
+		}
+		at[id] = len(qts)
+		qts = append(qts, qterm{id, 1})
+	}
+	return qts
 }

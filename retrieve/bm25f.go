@@ -133,21 +133,7 @@ func (x *BM25F) docFreq(id int32) int {
 
 // accumulate adds every document's score for the query terms into s.acc.
 func (x *BM25F) accumulate(s *bm25fScratch, terms []string) {
-	type qterm struct{ id, count int32 }
-	var qts []qterm
-	at := map[int32]int{}
-	for _, t := range terms {
-		id, ok := x.terms[t]
-		if !ok {
-			continue
-		}
-		if i, seen := at[id]; seen {
-			qts[i].count++
-			continue
-		}
-		at[id] = len(qts)
-		qts = append(qts, qterm{id, 1})
-	}
+	qts := queryTerms(x.terms, terms)
 	norm := make([]float64, len(x.Weights)) // B_f / avgdl_f
 	for f := range norm {
 		if x.avgdl[f] > 0 {
