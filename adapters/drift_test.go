@@ -3,13 +3,13 @@ package adapters_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/attnlab/attnlab/adapters"
 	"github.com/attnlab/attnlab/conform"
+	"github.com/attnlab/attnlab/internal/docblock"
 )
 
 // driftPairs are the differential runs of docs/conform-drift.md: ONNX
@@ -90,24 +90,18 @@ func TestDriftTable(t *testing.T) {
 		rows = append(rows, driftRow(d, sa, sb))
 	}
 	want := strings.Join(rows, "\n") + "\n"
-	const begin, end = "<!-- conform drift: go test ./adapters -run DriftTable -update -->\n", "<!-- end of conform drift -->"
 	const doc = "../docs/conform-drift.md"
-	data, err := os.ReadFile(doc)
+	blk, err := docblock.Find(doc, "<!-- conform drift: go test ./adapters -run DriftTable -update -->\n", "<!-- end of conform drift -->")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no block between %q and %q", doc, begin, end)
-	}
 	if *update {
-		if err := os.WriteFile(doc, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+		if err := blk.Replace(want); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	if got := s[i+len(begin) : j]; got != want {
+	if got := blk.Text(); got != want {
 		t.Errorf("the drift table of %s is not this run's; go test ./adapters -run DriftTable -update. Want:\n%s\ngot:\n%s", doc, want, got)
 	}
 }

@@ -3,10 +3,11 @@ package oracle_test
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/internal/docblock"
 )
 
 var updateREADME = flag.Bool("update", false, "rewrite docs/lab.md's table of the PyTorch cross-checks from this run")
@@ -51,25 +52,18 @@ func TestREADMEPyTorch(t *testing.T) {
 		m := measured[r.key]
 		fmt.Fprintf(&b, "| %s | %d | %.2g |\n", r.what, m.cases, m.worst)
 	}
-	path := filepath.Join("..", "docs", "lab.md")
-	data, err := os.ReadFile(path)
+	blk, err := docblock.Find(filepath.Join("..", "docs", "lab.md"), "<!-- pytorch table: go test ./oracle -update -->\n", "<!-- end of pytorch table -->")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- pytorch table: go test ./oracle -update -->\n", "<!-- end of pytorch table -->"
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no block between %q and %q", path, begin, end)
-	}
 	want := b.String()
 	if *updateREADME {
-		if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+		if err := blk.Replace(want); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	if old := s[i+len(begin) : j]; old != want {
+	if old := blk.Text(); old != want {
 		t.Errorf("docs/lab.md's PyTorch table differs from this run (go test ./oracle -update rewrites it):\ndocs/lab.md:\n%s\nrun:\n%s", old, want)
 	}
 }
