@@ -157,22 +157,28 @@ func shippedModel(name string) (string, error) {
 }
 
 // shippedRetriever fills an omitted -model with the shipped dual encoder
-// and, then, an omitted -reranker with the shipped reranker; -reranker
+// and, then, when rerankByDefault, an omitted -reranker with the shipped
+// reranker; -reranker shipped names the shipped reranker and -reranker
 // none becomes "" (no reranking).
-func shippedRetriever(model, reranker *string) error {
+func shippedRetriever(model, reranker *string, rerankByDefault bool) error {
 	if *model == "" {
 		dir, err := shippedModel(models.Encoder)
 		if err != nil {
 			return err
 		}
 		*model = dir
-		if *reranker == "" {
-			if *reranker, err = shippedModel(models.Reranker); err != nil {
-				return err
-			}
+		if *reranker == "" && rerankByDefault {
+			*reranker = "shipped"
 		}
 	}
-	if *reranker == "none" {
+	switch *reranker {
+	case "shipped":
+		dir, err := shippedModel(models.Reranker)
+		if err != nil {
+			return err
+		}
+		*reranker = dir
+	case "none":
 		*reranker = ""
 	}
 	return nil

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/attnlab/attnlab/models"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/search"
 )
@@ -118,22 +117,9 @@ Example: attnlab retriever eval -data retr -model run/model -reranker run/rerank
 				return err
 			}
 			if q.Queries != "" {
-				if o.Model == "" {
-					dir, err := shippedModel(models.Encoder)
-					if err != nil {
-						return err
-					}
-					o.Model = dir
-				}
-				if o.Reranker == "shipped" {
-					dir, err := shippedModel(models.Reranker)
-					if err != nil {
-						return err
-					}
-					o.Reranker = dir
-				}
-				if o.Reranker == "none" {
-					o.Reranker = ""
+				// the shipped encoder, and a reranker only when asked for
+				if err := shippedRetriever(&o.Model, &o.Reranker, false); err != nil {
+					return err
 				}
 				q.Model, q.Reranker, q.Depth, q.Hybrid, q.FuseWeight = o.Model, o.Reranker, o.Depth, o.Hybrid, o.FuseWeight
 				if *systems != "" {
@@ -155,7 +141,7 @@ Example: attnlab retriever eval -data retr -model run/model -reranker run/rerank
 				if o.Reranker == "none" {
 					o.Reranker = ""
 				}
-			} else if err := shippedRetriever(&o.Model, &o.Reranker); err != nil {
+			} else if err := shippedRetriever(&o.Model, &o.Reranker, true); err != nil {
 				return err
 			}
 			if *systems != "" {
