@@ -4,12 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/internal/docblock"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/lab.md's block of lab numbers from this run")
@@ -69,21 +70,14 @@ var seconds = regexp.MustCompile(`operations; [0-9.]+ s\.`)
 // TestREADMEIsTrue compares docs/lab.md's lab numbers with this run's. With
 // -update it writes them: go test ./lab -run README -update.
 func TestREADMEIsTrue(t *testing.T) {
-	path := filepath.Join("..", "docs", "lab.md")
-	data, err := os.ReadFile(path)
+	blk, err := docblock.Find(filepath.Join("..", "docs", "lab.md"), "<!-- lab numbers: go test ./lab -run README -update -->\n", "<!-- end of lab numbers -->")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- lab numbers: go test ./lab -run README -update -->\n", "<!-- end of lab numbers -->"
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no block between %q and %q", path, begin, end)
-	}
 	want := readmeBlock(fullReport(t))
-	got := s[i+len(begin) : j]
+	got := blk.Text()
 	if *update {
-		if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+		if err := blk.Replace(want); err != nil {
 			t.Fatal(err)
 		}
 		return

@@ -4,13 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/attnlab/attnlab/internal/docblock"
 )
 
 var updateREADME = flag.Bool("update", false, "rewrite docs/retrieval.md's block of dataset counts from this run")
@@ -53,18 +54,11 @@ func TestREADMEData(t *testing.T) {
 	}
 	env := strings.Fields(string(out))
 	goroot, version := env[0], env[1]
-	path := filepath.Join("..", "docs", "retrieval.md")
-	data, err := os.ReadFile(path)
+	blk, err := docblock.Find(filepath.Join("..", "docs", "retrieval.md"), "<!-- retrieval data: go test ./retrieve -run READMEData -update -->\n", "<!-- end of retrieval data -->")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- retrieval data: go test ./retrieve -run READMEData -update -->\n", "<!-- end of retrieval data -->"
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no block between %q and %q", path, begin, end)
-	}
-	old := s[i+len(begin) : j]
+	old := blk.Text()
 	if m := regexp.MustCompile(`standard library \((go[^)]*)\)`).FindStringSubmatch(old); !*updateREADME && (m == nil || m[1] != version) {
 		t.Skipf("docs/retrieval.md's counts are of another standard library than %s's: go test ./retrieve -run READMEData -update rewrites them", version)
 	}
@@ -81,7 +75,7 @@ func TestREADMEData(t *testing.T) {
 	}
 	want := readmeDataBlock(version, st, all)
 	if *updateREADME {
-		if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+		if err := blk.Replace(want); err != nil {
 			t.Fatal(err)
 		}
 		return

@@ -3,13 +3,14 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/internal/vec"
+
+	"github.com/attnlab/attnlab/internal/docblock"
 )
 
 var updateREADME = flag.Bool("update", false, "rewrite docs/model.md's generation samples from this run")
@@ -28,18 +29,11 @@ var readmePrompts = []string{
 // other kernels: on kernels other than the page's, the test skips.
 func TestREADMEGeneration(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	path := filepath.Join("..", "..", "docs", "model.md")
-	data, err := os.ReadFile(path)
+	blk, err := docblock.Find(filepath.Join("..", "..", "docs", "model.md"), "<!-- generation: go test ./cmd/attnlab -run READMEGeneration -update -->\n", "<!-- end of generation -->")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- generation: go test ./cmd/attnlab -run READMEGeneration -update -->\n", "<!-- end of generation -->"
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no block between %q and %q", path, begin, end)
-	}
-	old := s[i+len(begin) : j]
+	old := blk.Text()
 	if m := regexp.MustCompile(`on the (\w+) kernels`).FindStringSubmatch(old); !*updateREADME && (m == nil || m[1] != vec.Path()) {
 		t.Skipf("docs/model.md's samples were generated on other kernels than this process's %s", vec.Path())
 	}
@@ -54,7 +48,7 @@ func TestREADMEGeneration(t *testing.T) {
 	}
 	want := b.String()
 	if *updateREADME {
-		if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+		if err := blk.Replace(want); err != nil {
 			t.Fatal(err)
 		}
 		return

@@ -20,12 +20,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,6 +57,7 @@ func main() {
 	penaltyList := flag.String("penalties", "1,1.1,1.2,1.3", "the repetition penalties to measure, comma-separated")
 	ngramList := flag.String("ngrams", "8,12,16", "the no-repeat-ngram sizes to measure (with penalty 1 and 1.1), comma-separated")
 	only := flag.String("only", "", "measure only the settings whose name matches this regular expression")
+	markdown := flag.Bool("markdown", false, "print the table as docs/model.md shows it")
 	flag.Parse()
 	keep, err := regexp.Compile(*only)
 	if err != nil {
@@ -85,35 +86,125 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: looprate -files heldout.txt [-root /] [-model DIR]")
 		os.Exit(2)
 	}
-	if err := run(*dir, *list, *root, *nPrompts, *n, *contextLines, *maxPrompt, *batch, penalties, ngrams, keep); err != nil {
+	files, err := readList(*list, *root)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "looprate:", err)
 		os.Exit(1)
 	}
+	o := options{model: *dir, files: files, prompts: *nPrompts, n: *n, context: *contextLines,
+		maxPrompt: *maxPrompt, batch: *batch, penalties: penalties, ngrams: ngrams, keep: keep}
+	if !*markdown {
+		o.progress = os.Stdout
+	}
+	res, err := measure(context.Background(), o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "looprate:", err)
+		os.Exit(1)
+	}
+	if *markdown {
+		fmt.Print(res.markdown())
+	}
 }
 
-func run(dir, list, root string, nPrompts, n, contextLines, maxPrompt, batch int, penalties []float64, ngrams []int, keep *regexp.Regexp) error {
+// options are one measurement's: the model, the held-out files and the
+// settings (the flags of the command).
+type options struct {
+	model              string // "" the shipped language model
+	files              []string
+	prompts, n         int
+	context, maxPrompt int
+	batch              int
+	penalties          []float64
+	ngrams             []int
+	keep               *regexp.Regexp // nil: every setting
+	progress           io.Writer      // the text table, a row as each setting ends; nil none
+}
+
+// result is one measurement: a row per setting, in the order measured.
+type result struct {
+	prompts int
+	rows    []row
+}
+
+// row is one setting's measures, each a share in [0, 1].
+type row struct {
+	name                                           string
+	loops, repeated, distinct, right, parses, secs float64
+}
+
+// markdown is the table as docs/model.md shows it: the settings and their
+// loop rate, repeated lines, distinct 4-grams and closes and parses.
+func (r *result) markdown() string {
+	var b strings.Builder
+	b.WriteString("| setting | loop rate | repeated lines | distinct 4-grams | closes and parses |\n|---|---|---|---|---|\n")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "| %s%s | %s | %.3f | %.3f | %.3f |\n", x.name, note(x.name), rate(x.loops), x.repeated, x.distinct, x.parses)
+	}
+	return b.String()
+}
+
+// note names the settings attnlab generate used by default: before the
+// n-gram ban (penalty 1.1 alone) and now (penalty 1.1 and an 8-gram ban).
+func note(name string) string {
+	switch {
+	case strings.HasSuffix(name, ", penalty 1.1"):
+		return " (the old default)"
+	case strings.HasSuffix(name, ", penalty 1.1, no-repeat-ngram 8"):
+		return " (the default)"
+	}
+	return ""
+}
+
+// rate prints an exact 0 as 0: a rate forbidden by construction.
+func rate(x float64) string {
+	if x == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+// readList reads a list of files, one a line relative to root.
+func readList(list, root string) ([]string, error) {
+	data, err := os.ReadFile(list)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			files = append(files, filepath.Join(root, l))
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s lists no file", list)
+	}
+	return files, nil
+}
+
+func measure(ctx context.Context, o options) (*result, error) {
+	dir := o.model
 	if dir == "" {
 		d, err := models.Dir(models.LM)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dir = d
 	}
 	lm, err := model.LoadLM[float32](dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	texts, nexts, err := prompts(list, root, nPrompts, contextLines)
+	texts, nexts, err := prompts(o.files, o.prompts, o.context)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// token healing, as attnlab generate does: the prompt's last token is
 	// taken back and the first new token must begin with its text
 	ids, first, healed := make([][]int, len(texts)), make([][]int, len(texts)), make([]int, len(texts))
 	for i, t := range texts {
 		ids[i] = lm.Tok.Encode([]byte(t))
-		if len(ids[i]) > maxPrompt {
-			ids[i] = ids[i][len(ids[i])-maxPrompt:]
+		if len(ids[i]) > o.maxPrompt {
+			ids[i] = ids[i][len(ids[i])-o.maxPrompt:]
 		}
 		last := lm.Tok.Decode(ids[i][len(ids[i])-1:])
 		ids[i], first[i], healed[i] = ids[i][:len(ids[i])-1], lm.Tok.Extending(last), len(last)
@@ -128,31 +219,35 @@ func run(dir, list, root string, nPrompts, n, contextLines, maxPrompt, batch int
 		name string
 		s    model.Sampling
 	}{{"greedy", model.Sampling{}}, {"sampled", sampled}} {
-		for _, pen := range penalties {
+		for _, pen := range o.penalties {
 			settings = append(settings, setting{fmt.Sprintf("%s, penalty %g", base.name, pen), with(base.s, pen, 0)})
 		}
-		for _, ng := range ngrams {
+		for _, ng := range o.ngrams {
 			settings = append(settings, setting{fmt.Sprintf("%s, penalty 1, no-repeat-ngram %d", base.name, ng), with(base.s, 1, ng)})
 			settings = append(settings, setting{fmt.Sprintf("%s, penalty 1.1, no-repeat-ngram %d", base.name, ng), with(base.s, 1.1, ng)})
 		}
 	}
 	eos := lm.Tok.Special(tokenizer.EndOfText)
-	fmt.Printf("model %s; %d prompts from %s; %d new tokens each (stopping at end-of-text); repetition window 64\n", dir, len(ids), list, n)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "setting\tloop rate\trepeated lines\tdistinct 4-grams\tfirst line right\tcloses and parses\tseconds\t\n")
+	var w *tabwriter.Writer
+	if o.progress != nil {
+		fmt.Fprintf(o.progress, "model %s; %d prompts; %d new tokens each (stopping at end-of-text); repetition window 64\n", dir, len(ids), o.n)
+		w = tabwriter.NewWriter(o.progress, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(w, "setting\tloop rate\trepeated lines\tdistinct 4-grams\tfirst line right\tcloses and parses\tseconds\t\n")
+	}
+	res := &result{prompts: len(ids)}
 	for _, st := range settings {
-		if !keep.MatchString(st.name) {
+		if o.keep != nil && !o.keep.MatchString(st.name) {
 			continue
 		}
 		start := time.Now()
 		var outs [][]int
-		for b := 0; b < len(ids); b += batch {
-			e := min(b+batch, len(ids))
-			o, err := lm.Generate(context.Background(), lm.Params, ids[b:e], model.GenerateOptions{MaxNew: n, EOS: eos, Sampling: st.s, First: first[b:e]}, nil)
+		for b := 0; b < len(ids); b += o.batch {
+			e := min(b+o.batch, len(ids))
+			out, err := lm.Generate(ctx, lm.Params, ids[b:e], model.GenerateOptions{MaxNew: o.n, EOS: eos, Sampling: st.s, First: first[b:e]}, nil)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			outs = append(outs, o...)
+			outs = append(outs, out...)
 		}
 		var looped, lines, repeated, grams, distinct, right, parses int
 		for i, out := range outs {
@@ -171,10 +266,14 @@ func run(dir, list, root string, nPrompts, n, contextLines, maxPrompt, batch int
 				parses++
 			}
 		}
-		fmt.Fprintf(w, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t\n", st.name, frac(looped, len(outs)), frac(repeated, lines), frac(distinct, grams), frac(right, len(outs)), frac(parses, len(outs)), time.Since(start).Seconds())
-		w.Flush()
+		x := row{st.name, frac(looped, len(outs)), frac(repeated, lines), frac(distinct, grams), frac(right, len(outs)), frac(parses, len(outs)), time.Since(start).Seconds()}
+		res.rows = append(res.rows, x)
+		if w != nil {
+			fmt.Fprintf(w, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t\n", x.name, x.loops, x.repeated, x.distinct, x.right, x.parses, x.secs)
+			w.Flush()
+		}
 	}
-	return nil
+	return res, nil
 }
 
 // ClosesAndParses reports whether the function whose declaration line
@@ -253,24 +352,14 @@ func distinct4(tokens []int) (grams, distinct int) {
 	return grams, distinct
 }
 
-// prompts cuts the prompts from the files of list: for every top-level
-// func line of every file (in the list's order), the text up to and
-// including it, at most contextLines lines before it; n of them, spread
-// evenly. It returns each prompt and the file's line after it.
-func prompts(list, root string, n, contextLines int) (texts, nexts []string, err error) {
-	f, err := os.Open(list)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
+// prompts cuts the prompts from files: for every top-level func line of
+// every file (in order), the text up to and including it, at most
+// contextLines lines before it; n of them, spread evenly. It returns each
+// prompt and the file's line after it.
+func prompts(files []string, n, contextLines int) (texts, nexts []string, err error) {
 	var allTexts, allNexts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		path := strings.TrimSpace(sc.Text())
-		if path == "" {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(root, path))
+	for _, path := range files {
+		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -282,11 +371,8 @@ func prompts(list, root string, n, contextLines int) (texts, nexts []string, err
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, nil, err
-	}
 	if len(allTexts) == 0 {
-		return nil, nil, fmt.Errorf("%s: no func declaration in the files", list)
+		return nil, nil, fmt.Errorf("no func declaration in the %d files", len(files))
 	}
 	step := max(1, len(allTexts)/n)
 	for i := 0; i < len(allTexts) && len(texts) < n; i += step {
