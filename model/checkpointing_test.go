@@ -1,6 +1,10 @@
 package model
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"testing"
 )
@@ -48,5 +52,14 @@ func TestActivationCheckpointing(t *testing.T) {
 	t.Logf("activation memory: %d bytes kept, %d with checkpointing (%.1f× less)", full, ckpt, float64(full)/float64(ckpt))
 	if ckpt*2 > full {
 		t.Errorf("checkpointing saved too little: %d vs %d bytes", ckpt, full)
+	}
+	// docs/model.md states the ratio this test measures
+	page, err := os.ReadFile(filepath.Join("..", "docs", "model.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := regexp.MustCompile(`activation memory ([0-9.]+)× smaller`).FindSubmatch(page)
+	if got := fmt.Sprintf("%.1f", float64(full)/float64(ckpt)); m2 == nil || string(m2[1]) != got {
+		t.Errorf("docs/model.md should say \"activation memory %s× smaller\" (this test's measure), found %q", got, m2)
 	}
 }
