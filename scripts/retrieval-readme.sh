@@ -12,13 +12,26 @@
 #   scripts/retrieval-readme.sh --queries \
 #       -queries retrieve/testdata/devqueries/std-test.jsonl,retrieve/testdata/devqueries/debian-test.jsonl \
 #       -src heldout/test
+#
+# and with --block NAME first, the table between the "NAME" markers, e.g.
+#
+#   scripts/retrieval-readme.sh --block "debian pairs table" -pairs retr-deb/test.jsonl \
+#       -systems bm25,dense,hybrid,hybrid+rerank,hybrid+rerank+fused
+#   scripts/retrieval-readme.sh --block "rerank depth 10 table" -pairs retr-std/test.jsonl \
+#       -systems hybrid,hybrid+rerank,hybrid+rerank+fused -rerank-depth 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 marker="retrieval table"
-if [ "${1:-}" = "--queries" ]; then
+case "${1:-}" in
+--queries)
   marker="developer queries table"
   shift
-fi
+  ;;
+--block)
+  marker="${2:?--block needs a name}"
+  shift 2
+  ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/attnlab" ./cmd/attnlab
