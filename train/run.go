@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,9 +12,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/attnlab/attnlab/corpus"
+	"github.com/attnlab/attnlab/internal/atomicfile"
 	"github.com/attnlab/attnlab/internal/memlimit"
+	"github.com/attnlab/attnlab/internal/readlimit"
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/tokenizer"
 	"github.com/attnlab/attnlab/train/internal/compress"
@@ -25,6 +29,7 @@ const (
 	CurvesFile    = "curves.csv"
 	PlotFile      = "loss.png"
 	HeldOutFile   = "heldout.txt" // the held-out files, one a line, relative to /, for attnlab lm-eval -files
+	RecordFile    = "result.json" // what the finished run measured: a RunRecord
 )
 
 // RunOptions describe a whole training run of the language model: the
@@ -208,6 +213,45 @@ type RunResult struct {
 	Compressors []compress.Result
 }
 
+// RunRecord is what a finished run of the language model measured, kept
+// in its folder (RecordFile) for scripts and the documentation. The
+// curves hold the rest: the loss of every step, the validation loss and
+// bits per byte of every evaluation, the seconds since training began.
+type RunRecord struct {
+	Options RunOptions `json:"options"` // as the run was given them, derived
+	Params  int        `json:"params"`
+	// FromStep is the step this call of Run began at: 0, or the step of
+	// the checkpoint it resumed.
+	FromStep int `json:"from_step"`
+	// Seconds is the wall time of this call of Run, from reading the
+	// corpus to the last compressor's end: a measure on the machine of
+	// the run, not a property of the code.
+	Seconds        float64 `json:"seconds"`
+	ValBytes       int     `json:"val_bytes"`         // held-out bytes
+	ValLoss        float64 `json:"val_loss"`          // nats per token after the last step
+	ValBitsPerByte float64 `json:"val_bits_per_byte"` // after the last step
+	// Compressors on exactly the held-out bytes, for comparison: those
+	// installed.
+	Compressors []compress.Result `json:"compressors"`
+}
+
+// ReadRecord reads the RunRecord of the finished run in the folder dir.
+func ReadRecord(dir string) (*RunRecord, error) {
+	path := filepath.Join(dir, RecordFile)
+	data, err := readlimit.File(path, MaxStateBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("train: %s holds no finished run (no %s)", dir, RecordFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r RunRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("train: %s: %w", path, err)
+	}
+	return &r, nil
+}
+
 // Run trains the language model as o describes, in the folder o.Out.
 //
 // Nothing is written before the inputs are read and checked, and an Out
@@ -215,8 +259,11 @@ type RunResult struct {
 // (start over): the folder is a Session's. An interrupt (ctx cancelled)
 // during data preparation writes nothing; during training it saves the
 // run, then returns ctx's error. A non-finite step keeps the last good
-// checkpoint and returns an error wrapping ErrNonFinite.
+// checkpoint and returns an error wrapping ErrNonFinite. A run that
+// finishes writes its RunRecord into o.Out (RecordFile); one that does not
+// leaves none, and a finished run resumed keeps its own.
 func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
+	start := time.Now()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -252,6 +299,13 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	if err := s.MakeDir(); err != nil {
 		return nil, err
 	}
+	record := filepath.Join(o.Out, RecordFile)
+	if r.tr.StepsDone() < o.Steps {
+		// the folder's run is not finished: a record there is an earlier run's
+		if err := os.Remove(record); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
 	held := filepath.Join(o.Out, HeldOutFile)
 	if err := corpus.WriteFileList(held, absolute(c.held), "/"); err != nil {
 		return nil, err
@@ -275,8 +329,24 @@ func Run(ctx context.Context, o RunOptions, ev Events) (*RunResult, error) {
 	for i, d := range c.valDocs {
 		texts[i] = d.Text
 	}
-	res.Compressors, err = compress.MeasureAll(ctx, texts)
-	return res, err
+	if res.Compressors, err = compress.MeasureAll(ctx, texts); err != nil {
+		return res, err
+	}
+	return res, o.writeRecord(record, res, time.Since(start))
+}
+
+// writeRecord writes the RunRecord of the run that res finished in took,
+// unless it finished an earlier call, whose record stays.
+func (o RunOptions) writeRecord(path string, res *RunResult, took time.Duration) error {
+	if res.Loop.Steps() == 0 && fileExists(path) {
+		return nil
+	}
+	data, err := json.MarshalIndent(RunRecord{Options: o, Params: res.Params, FromStep: res.Loop.From, Seconds: took.Seconds(),
+		ValBytes: res.ValBytes, ValLoss: res.ValLoss, ValBitsPerByte: res.ValBPB, Compressors: res.Compressors}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // numParams counts the parameters of m.

@@ -19,12 +19,13 @@ func allCommands() [][]string {
 }
 
 // TestEveryCommandHasHelp: -h and help print a description with an example
-// to stdout and exit 0, the same text both ways.
+// to stdout and exit 0, the same text both ways, and no flag's default
+// panics on the way (the flag package prints such a panic and goes on).
 func TestEveryCommandHasHelp(t *testing.T) {
 	for _, words := range allCommands() {
 		name := strings.Join(words, " ")
 		code, stdout, stderr := attnlab(t, append(words, "-h")...)
-		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: attnlab "+name) || !strings.Contains(stdout, "Example: attnlab ") {
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: attnlab "+name) || !strings.Contains(stdout, "Example: attnlab ") || strings.Contains(stdout, "panic") {
 			t.Errorf("%s -h: exit %d, stderr %q, stdout:\n%s", name, code, stderr, stdout)
 		}
 		code, help, _ := attnlab(t, append([]string{"help"}, words...)...)

@@ -33,6 +33,15 @@ func (a alias) Set(s string) error {
 	return a.Value.Set(s)
 }
 
+// String is the value's; the flag package also calls it on a zero alias
+// (to tell a default from the zero value in -h), which has none.
+func (a alias) String() string {
+	if a.Value == nil {
+		return ""
+	}
+	return a.Value.String()
+}
+
 func (a alias) IsBoolFlag() bool {
 	b, ok := a.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()

@@ -35,7 +35,9 @@ is left). -resume checks that the data, the options and the saved state are
 the run's, naming what differs.
 
 At the end it reports validation bits per byte on the held-out bytes, beside
-gzip -9, zstd -19 and xz -9e on the same bytes (those installed).
+gzip -9, zstd -19 and xz -9e on the same bytes (those installed), and writes
+them with the run's options and its time to OUT/result.json, which only a
+finished run's folder holds.
 
 Example: attnlab train -out run1`,
 	define: trainFlags,
