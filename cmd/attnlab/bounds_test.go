@@ -120,6 +120,7 @@ func TestBadFlagValuesExitTwo(t *testing.T) {
 		{[]string{"retriever", "rerank", "-data", src, "-out", ""}, `-out ""`},
 		{[]string{"retriever", "diagnose", "-data", src, "-mine-margin", "NaN"}, "-mine-margin NaN"},
 		{[]string{"retriever", "train", "-data", src, "-mine-margin", "NaN"}, "mine-margin NaN"},
+		{[]string{"retriever", "train", "-data", src, "-short-queries", "2"}, "short-queries 2: want a probability"},
 	} {
 		oneLine(t, c.args, 2, c.want)
 	}

@@ -73,6 +73,8 @@ Example: attnlab retriever train -data retr -out run`,
 		fs.BoolVar(&o.LearnTau, "learn-tau", false, "learn the temperature (as log τ, kept ≥ 0.01)")
 		fs.BoolVar(&o.Symmetric, "symmetric", true, "add the code→query direction to the loss (-symmetric=false: queries→code only)")
 		fs.IntVar(&o.Chunk, "chunk", 0, "sequences whose activations are kept at once in the backward (GradCache; same gradients bit for bit); 0: the whole step")
+		fs.Float64Var(&o.ShortQueries, "short-queries", 0, "probability with which a training query is cut as a developer types it: its first clause, lower case, at most -short-words content words (0: none)")
+		fs.IntVar(&o.ShortWords, "short-words", 6, "with -short-queries: content words kept")
 		optimFlags(fs, &o.Steps, &o.Warmup, &o.LR, &o.MinLR, &o.WD, &o.Clip, 800, 50, 1e-3, 1e-4)
 		fs.Float64Var(&o.InitStd, "init-std", 0.02, "standard deviation of the initial weights")
 		fs.Uint64Var(&o.Seed, "seed", 1, "seed of initialisation and batch order")

@@ -23,6 +23,9 @@ func TestRunOptionsBounds(t *testing.T) {
 		{func(o *RunOptions) { o.MineDepth = 100000000 }, "mine-depth 100000000: want at most"},
 		{func(o *RunOptions) { o.Settings.MaxCode = 100000000 }, "max-code 100000000: want at most 16777216"},
 		{func(o *RunOptions) { o.MineMargin = nan() }, "mine-margin NaN"},
+		{func(o *RunOptions) { o.ShortQueries = 1.5 }, "short-queries 1.5: want a probability in [0, 1]"},
+		{func(o *RunOptions) { o.ShortQueries = nan() }, "short-queries NaN: want a probability"},
+		{func(o *RunOptions) { o.ShortQueries, o.ShortWords = 0.5, 0 }, "short-words 0: want >= 1"},
 		{func(o *RunOptions) { o.Batch, o.HardNegatives = 1<<20, 1000 }, "batch 1048576 × (2 + hard-negatives 1000) sequences of up to 32 tokens needs"},
 		{func(o *RunOptions) { o.Settings.MaxCode = 1 << 24 }, "sequences of up to 16777216 tokens needs"},
 	} {

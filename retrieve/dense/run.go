@@ -47,6 +47,11 @@ type RunOptions struct {
 	MineMargin           float64
 	LearnTau, Symmetric  bool
 	Chunk                int
+	// ShortQueries is the probability with which a training pair's query
+	// is cut as a developer types it, to at most ShortWords content words
+	// (ShortenQueries; the hard negatives are mined with the full query).
+	ShortQueries float64
+	ShortWords   int
 
 	Steps, Warmup       int
 	LR, MinLR, WD, Clip float64
@@ -76,6 +81,10 @@ func (o RunOptions) Validate() error {
 		return fmt.Errorf("mine-depth %d: want >= 1", o.MineDepth)
 	case math.IsNaN(o.MineMargin):
 		return errors.New("mine-margin NaN: want a number (negative: keep all)")
+	case !(o.ShortQueries >= 0 && o.ShortQueries <= 1):
+		return fmt.Errorf("short-queries %v: want a probability in [0, 1]", o.ShortQueries)
+	case o.ShortQueries > 0 && o.ShortWords < 1:
+		return fmt.Errorf("short-words %d: want >= 1 content words", o.ShortWords)
 	case !(o.InitStd > 0) || math.IsInf(o.InitStd, 0):
 		return fmt.Errorf("init-std %v: want a finite value > 0", o.InitStd)
 	}
@@ -338,10 +347,18 @@ func (o RunOptions) trainer(m *Model, pairs []retrieve.Pair, ev train.Events) (*
 	if err := o.checkMemory(m.Enc.Model.Config); err != nil {
 		return nil, &train.OptionError{Err: err} // the model's sizes are Init's or the run's
 	}
+	words := 0
+	if o.ShortQueries > 0 {
+		words = o.ShortWords
+		var n int
+		pairs, n = ShortenQueries(pairs, o.ShortQueries, words, o.Seed)
+		ev.Logf("short queries: %d of %d training queries cut to at most %d content words (probability %g)", n, len(pairs), words, o.ShortQueries)
+	}
 	opt := o.optim()
 	return NewTrainer(m.Enc, NewData(m, pairs, negs), Options{
 		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
 		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
+		ShortQueries: o.ShortQueries, ShortWords: words,
 	})
 }
 

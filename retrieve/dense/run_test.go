@@ -34,12 +34,13 @@ func tinyRun(t *testing.T, out string) RunOptions {
 
 // TestResumeIsExact: a run interrupted after 3 of 6 steps and resumed writes
 // the weights, optimiser state and curves of the uninterrupted run, bit for
-// bit (the learned temperature, the optimiser's moments and the place in
-// the data all come back); a resume with other options is refused, naming
-// them, and so is a resume of a folder with no training state.
+// bit (the learned temperature, the optimiser's moments, the place in the
+// data and the queries cut short all come back); a resume with other
+// options is refused, naming them, and so is a resume of a folder with no training state.
 func TestResumeIsExact(t *testing.T) {
 	dir := t.TempDir()
 	whole := tinyRun(t, filepath.Join(dir, "whole"))
+	whole.ShortQueries, whole.ShortWords = 0.5, 2
 	if _, err := Run(context.Background(), whole, train.Events{}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +65,11 @@ func TestResumeIsExact(t *testing.T) {
 	other.Steps = 7
 	if _, err := Run(context.Background(), other, train.Events{}); err == nil || !strings.Contains(err.Error(), "options") {
 		t.Errorf("resume with -steps 7 of a 6-step run: %v, want an error naming the options", err)
+	}
+	other = parts
+	other.ShortQueries = 0.25
+	if _, err := Run(context.Background(), other, train.Events{}); err == nil || !strings.Contains(err.Error(), "-short-queries 0.5 (now 0.25)") {
+		t.Errorf("resume with -short-queries 0.25 of a run with 0.5: %v, want an error naming the option", err)
 	}
 	res, err = Run(context.Background(), parts, train.Events{})
 	if err != nil {

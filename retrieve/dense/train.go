@@ -88,6 +88,13 @@ type Options struct {
 	// are encoded one at a time, so Chunk 1 costs no more compute than a
 	// larger chunk. 0 keeps the activations of the whole step.
 	Chunk int `flag:"chunk"`
+	// ShortQueries is the probability with which a training pair's query
+	// is cut as a developer types it (ShortQuery, at most ShortWords
+	// content words); 0 keeps every query. Run applies it to the pairs
+	// (ShortenQueries, drawn with Seed) before NewData; it is recorded here
+	// so that a resume with another value is refused by name.
+	ShortQueries float64 `flag:"short-queries"`
+	ShortWords   int     `flag:"short-words"`
 }
 
 // Trainer trains an encoder with InfoNCE over in-batch and hard negatives.
