@@ -26,6 +26,20 @@ rows4:
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
 	VXORPS X3, X3, X3
+	// prefetch the four rows four groups ahead, a cache line at a time
+	LEAQ (R10)(DX*8), R14
+	LEAQ (R14)(DX*8), R14
+	MOVQ $4, CX
+pfrow:
+	XORQ AX, AX
+pf4:
+	PREFETCHT0 (R14)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JLT pf4
+	ADDQ DX, R14
+	DECQ CX
+	JNE pfrow
 	XORQ AX, AX
 chunk4:
 	VMOVUPS (SI)(AX*1), Z4
@@ -96,6 +110,9 @@ TEXT ·axpys32AVX512(SB), NOSPLIT, $0-80
 	SHLQ $2, DX
 	MOVQ y_base+56(FP), R8
 	MOVQ y_len+64(FP), R9
+	// R14: 32 rows of b, the distance of the prefetches
+	MOVQ DX, R14
+	SHLQ $5, R14
 cols4:
 	CMPQ R9, $64
 	JLT cols1
@@ -107,6 +124,8 @@ cols4:
 	MOVQ DI, R11
 	MOVQ BX, CX
 p4:
+	PREFETCHT0 (R11)(R14*1)
+	PREFETCHT0 64(R11)(R14*1)
 	VBROADCASTSS (R10), Z4
 	VFMADD231PS 0(R11), Z4, Z0
 	VFMADD231PS 64(R11), Z4, Z1
@@ -169,6 +188,20 @@ rows4:
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
 	VXORPS X3, X3, X3
+	// prefetch the four rows four groups ahead, a cache line at a time
+	LEAQ (R10)(DX*8), R14
+	LEAQ (R14)(DX*8), R14
+	MOVQ $4, CX
+pfrow:
+	XORQ AX, AX
+pf4:
+	PREFETCHT0 (R14)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JLT pf4
+	ADDQ DX, R14
+	DECQ CX
+	JNE pfrow
 	XORQ AX, AX
 chunk4:
 	VMOVUPS (SI)(AX*1), Y4
@@ -229,6 +262,9 @@ TEXT ·axpys32AVX2(SB), NOSPLIT, $0-80
 	SHLQ $2, DX
 	MOVQ y_base+56(FP), R8
 	MOVQ y_len+64(FP), R9
+	// R14: 32 rows of b, the distance of the prefetches
+	MOVQ DX, R14
+	SHLQ $5, R14
 cols4:
 	CMPQ R9, $32
 	JLT cols1
@@ -240,6 +276,8 @@ cols4:
 	MOVQ DI, R11
 	MOVQ BX, CX
 p4:
+	PREFETCHT0 (R11)(R14*1)
+	PREFETCHT0 64(R11)(R14*1)
 	VBROADCASTSS (R10), Y4
 	VFMADD231PS 0(R11), Y4, Y0
 	VFMADD231PS 32(R11), Y4, Y1
@@ -302,6 +340,20 @@ rows4:
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
 	VXORPS X3, X3, X3
+	// prefetch the four rows four groups ahead, a cache line at a time
+	LEAQ (R10)(DX*8), R14
+	LEAQ (R14)(DX*8), R14
+	MOVQ $4, CX
+pfrow:
+	XORQ AX, AX
+pf4:
+	PREFETCHT0 (R14)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JLT pf4
+	ADDQ DX, R14
+	DECQ CX
+	JNE pfrow
 	XORQ AX, AX
 chunk4:
 	VMOVUPD (SI)(AX*1), Z4
@@ -370,6 +422,9 @@ TEXT ·axpys64AVX512(SB), NOSPLIT, $0-80
 	SHLQ $3, DX
 	MOVQ y_base+56(FP), R8
 	MOVQ y_len+64(FP), R9
+	// R14: 32 rows of b, the distance of the prefetches
+	MOVQ DX, R14
+	SHLQ $5, R14
 cols4:
 	CMPQ R9, $32
 	JLT cols1
@@ -381,6 +436,8 @@ cols4:
 	MOVQ DI, R11
 	MOVQ BX, CX
 p4:
+	PREFETCHT0 (R11)(R14*1)
+	PREFETCHT0 64(R11)(R14*1)
 	VBROADCASTSD (R10), Z4
 	VFMADD231PD 0(R11), Z4, Z0
 	VFMADD231PD 64(R11), Z4, Z1
@@ -443,6 +500,20 @@ rows4:
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
 	VXORPS X3, X3, X3
+	// prefetch the four rows four groups ahead, a cache line at a time
+	LEAQ (R10)(DX*8), R14
+	LEAQ (R14)(DX*8), R14
+	MOVQ $4, CX
+pfrow:
+	XORQ AX, AX
+pf4:
+	PREFETCHT0 (R14)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JLT pf4
+	ADDQ DX, R14
+	DECQ CX
+	JNE pfrow
 	XORQ AX, AX
 chunk4:
 	VMOVUPD (SI)(AX*1), Y4
@@ -501,6 +572,9 @@ TEXT ·axpys64AVX2(SB), NOSPLIT, $0-80
 	SHLQ $3, DX
 	MOVQ y_base+56(FP), R8
 	MOVQ y_len+64(FP), R9
+	// R14: 32 rows of b, the distance of the prefetches
+	MOVQ DX, R14
+	SHLQ $5, R14
 cols4:
 	CMPQ R9, $16
 	JLT cols1
@@ -512,6 +586,8 @@ cols4:
 	MOVQ DI, R11
 	MOVQ BX, CX
 p4:
+	PREFETCHT0 (R11)(R14*1)
+	PREFETCHT0 64(R11)(R14*1)
 	VBROADCASTSD (R10), Y4
 	VFMADD231PD 0(R11), Y4, Y0
 	VFMADD231PD 32(R11), Y4, Y1
