@@ -1308,9 +1308,9 @@ func fold(a *asm, e elem, v isa, i int) {
 // one of four or alone, so a row's result does not depend on its neighbours.
 // Before each group of four rows it prefetches the group four groups
 // ahead, a cache line at a time: decoding streams a cache of keys from
-// memory through Dots, and the hardware's own prefetch alone left it
-// 10–20 % below the bandwidth it reaches so (attention's decode benchmark,
-// H = 32, D = 128, 256 to 16k keys).
+// memory through Dots, and with the hardware's own prefetch alone decoding
+// was 8–30 % slower (interleaved rounds of attention's decode at H = 32,
+// D = 128, 256 to 16k keys).
 func genDots(a *asm, e elem, v isa) {
 	name := fmt.Sprintf("dots%d%s", e.bits, v.name)
 	t := goType(e)
