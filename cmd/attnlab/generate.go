@@ -16,7 +16,6 @@ import (
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/models"
-	"github.com/attnlab/attnlab/tokenizer"
 )
 
 var generateCmd = register(&command{
@@ -199,52 +198,26 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 		return err
 	}
 	res := &generateResult{Model: o.model, Prompt: text, Stats: generateStats{LoadSeconds: time.Since(start).Seconds()}}
-	prompt, err := o.fit(lm, text, res)
+	co := model.CompleteOptions{MaxNew: o.n, Sampling: o.s, Heal: o.heal, Truncate: o.truncate, Stops: o.stops}
+	prompt, err := o.fit(lm, text, co, res)
 	if err != nil {
 		return err
 	}
-	eos := lm.Tok.Special(tokenizer.EndOfText)
-	gen := model.GenerateOptions{MaxNew: o.n, EOS: eos, Sampling: o.s}
-	var healed []byte // the text of the token taken back, printed with the prompt
-	if o.heal && len(prompt) > 1 && o.n > 0 {
-		healed = lm.Tok.Decode(prompt[len(prompt)-1:])
-		prompt = prompt[:len(prompt)-1]
-		gen.First = [][]int{lm.Tok.Extending(healed)}
-	}
-	if err := lm.CheckGenerate([][]int{prompt}, o.n); err != nil {
+	if err := lm.CheckComplete(prompt, co); err != nil {
 		return usagef("-prompt of %d tokens and -n %d: %v", len(prompt), o.n, err)
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	st := &model.StopStrings{Stops: o.stops, Out: func(b []byte) {
-		res.Text += string(b)
-		if !o.asJSON {
-			w.Write(b)
-			w.Flush() // streaming: each token as it comes
-		}
-	}}
+	var stream func([]byte)
 	if !o.asJSON {
 		w.WriteString(text)
 		w.Flush()
+		stream = func(b []byte) {
+			w.Write(b)
+			w.Flush() // streaming: each token as it comes
+		}
 	}
-	var first, last time.Time
-	gen.Stop = func(_, id int) bool {
-		last = time.Now()
-		if first.IsZero() {
-			first = last
-		}
-		res.Tokens++
-		if id == eos {
-			return false
-		}
-		b := lm.Tok.Decode([]int{id})
-		if healed != nil { // the first token begins with the text taken back
-			b, healed = b[len(healed):], nil
-		}
-		return st.Add(b)
-	}
-	t0 := time.Now()
-	out, err := lm.Generate(ctx, lm.Params, [][]int{prompt}, gen, nil)
+	c, err := lm.Complete(ctx, prompt, co, stream)
 	if errors.Is(err, model.ErrNonFinite) {
 		w.WriteString("\n")
 		return fmt.Errorf("%s: %w", o.model, err)
@@ -252,10 +225,8 @@ func runGenerate(ctx context.Context, o *generateOpts, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st.Flush()
-	res.IDs = out[0]
-	res.Stop, res.StopString = model.StopReason(out[0], eos, st.Hit)
-	res.Stats.times(len(prompt), res.Tokens, t0, first, last, start)
+	res.Text, res.IDs, res.Tokens, res.Stop, res.StopString = c.Text, c.IDs, c.Tokens, c.Stop, c.StopString
+	res.Stats.times(c, start)
 	return o.finish(w, res)
 }
 
@@ -296,46 +267,39 @@ func (o *generateOpts) readPrompt(ctx context.Context) (string, error) {
 	return string(b), nil
 }
 
-// fit returns the prompt's tokens, refusing a prompt that does not fit in
-// the context with the -n new tokens, or with -truncate dropping its first
-// tokens (counted in res.Dropped, and said on stderr).
-func (o *generateOpts) fit(lm *model.LM[float32], text string, res *generateResult) ([]int, error) {
-	prompt := lm.Tok.Encode([]byte(text))
-	if len(prompt) == 0 {
-		return nil, usageError{"the prompt is empty: nothing to continue"}
-	}
-	ctxLen := lm.Config.MaxPositionEmbeddings
-	need := len(prompt) + o.n
-	if o.heal && len(prompt) > 1 && o.n > 0 {
-		need-- // the token taken back is generated again
-	}
-	if need <= ctxLen {
-		res.PromptTokens = len(prompt)
-		return prompt, nil
-	}
-	if !o.truncate {
+// fit returns the prompt's tokens (model.FitPrompt), its errors in the
+// flags' words, saying on stderr how many tokens -truncate dropped.
+func (o *generateOpts) fit(lm *model.LM[float32], text string, co model.CompleteOptions, res *generateResult) ([]int, error) {
+	prompt, dropped, err := lm.FitPrompt(text, co)
+	var fe *model.FitError
+	switch {
+	case errors.Is(err, model.ErrEmptyPrompt):
+		return nil, usageError{err.Error()}
+	case errors.As(err, &fe) && fe.Truncate:
+		return nil, usagef("-n %d: the model has %d positions, and -truncate keeps at least one for the prompt", o.n, fe.Positions)
+	case errors.As(err, &fe):
 		return nil, usagef("a prompt of %d tokens and -n %d need %d positions, the model has %d: a shorter prompt, a lower -n, or -truncate to keep the prompt's last tokens",
-			len(prompt), o.n, need, ctxLen)
+			fe.PromptTokens, o.n, fe.Need, fe.Positions)
+	case err != nil:
+		return nil, err
 	}
-	if o.n >= ctxLen {
-		return nil, usagef("-n %d: the model has %d positions, and -truncate keeps at least one for the prompt", o.n, ctxLen)
+	if dropped > 0 {
+		fmt.Fprintf(progressOut, "attnlab generate: -truncate: dropped the prompt's first %d of %d tokens to fit %d positions with -n %d\n",
+			dropped, len(prompt)+dropped, lm.Config.MaxPositionEmbeddings, o.n)
 	}
-	res.Dropped = need - ctxLen
-	fmt.Fprintf(progressOut, "attnlab generate: -truncate: dropped the prompt's first %d of %d tokens to fit %d positions with -n %d\n", res.Dropped, len(prompt), ctxLen, o.n)
-	res.PromptTokens = len(prompt) - res.Dropped
-	return prompt[res.Dropped:], nil
+	res.PromptTokens, res.Dropped = len(prompt), dropped
+	return prompt, nil
 }
 
-// times fills s from the clock: the generation began at t0 with a prompt
-// of prompt tokens and emitted tokens, the first at first, the last at
-// last; start is before the model was loaded.
-func (s *generateStats) times(prompt, tokens int, t0, first, last, start time.Time) {
+// times fills s from the completion's clock: the generation's start and
+// its first and last tokens; start is before the model was loaded.
+func (s *generateStats) times(c *model.Completion, start time.Time) {
 	s.TotalSeconds = time.Since(start).Seconds()
-	if tokens == 0 {
+	if c.Tokens == 0 {
 		return
 	}
-	s.PrefillTokens, s.PrefillSeconds = prompt, first.Sub(t0).Seconds()
-	s.DecodeTokens, s.DecodeSeconds = tokens-1, last.Sub(first).Seconds()
+	s.PrefillTokens, s.PrefillSeconds = c.Prefilled, c.First.Sub(c.Start).Seconds()
+	s.DecodeTokens, s.DecodeSeconds = c.Tokens-1, c.Last.Sub(c.First).Seconds()
 	if s.PrefillSeconds > 0 {
 		s.PrefillTokensPerSecond = float64(s.PrefillTokens) / s.PrefillSeconds
 	}
