@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -162,9 +161,7 @@ func runBench(ctx context.Context, o *benchOpts, stdout io.Writer) error {
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := writeJSON(stdout, r); err != nil {
 			return err
 		}
 		return r.Err()

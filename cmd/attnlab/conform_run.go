@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,12 +73,6 @@ func runConform(ctx context.Context, o *conformOpts, stdout io.Writer) error {
 		return errFailed
 	}
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // adapterFailure marks the failure of an adapter process for exit status 3.

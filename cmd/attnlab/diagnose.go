@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -108,9 +107,7 @@ Example: attnlab retriever diagnose -data retr -model run/model -reranker run/re
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(d)
+				return writeJSON(stdout, d)
 			}
 			writeDiagnosis(stdout, d)
 			return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"io"
 	"slices"
@@ -62,9 +61,7 @@ func runFaults(ctx context.Context, names []string, asJSON bool, stdout io.Write
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(ops); err != nil {
+		if err := writeJSON(stdout, ops); err != nil {
 			return err
 		}
 	} else if err := report.FaultTable(stdout, ops); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -312,9 +311,7 @@ func (s *generateStats) times(c *model.Completion, start time.Time) {
 // the times with -stats.
 func (o *generateOpts) finish(w *bufio.Writer, res *generateResult) error {
 	if o.asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(w, res)
 	}
 	w.WriteString("\n")
 	if err := w.Flush(); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -94,9 +93,7 @@ func runLMEval(ctx context.Context, o *train.LMEvalOptions, asJSON bool, stdout 
 	}
 	if asJSON {
 		r.Score.Files = nil // the per-file scores stay out of the summary
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(stdout, r)
 	}
 	fmt.Fprintf(stdout, "%s on %d files, %d bytes, %d tokens (window %d, stride %d):\n", r.Model, r.Files, r.Bytes, r.Tokens, r.Window, r.Stride)
 	fmt.Fprintf(stdout, "  attnlab   %.3f bits/byte  (%.3f nats/token)\n", r.BitsPerByte, r.NatsPerToken)

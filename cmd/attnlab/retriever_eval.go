@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -199,9 +198,7 @@ func runRetrieverEval(ctx context.Context, o *search.EvalOptions, format string,
 	}
 	switch format {
 	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(stdout, res)
 	case "markdown":
 		return markdownTable(stdout, res)
 	}
@@ -243,9 +240,7 @@ func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string
 	}
 	switch format {
 	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(stdout, res)
 	case "markdown":
 		fmt.Fprintln(stdout, "| system | hit@1 | hit@3 | hit@10 | MRR@10 | × BM25 doc+code | query p50 |")
 		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")

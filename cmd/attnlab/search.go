@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -173,20 +172,11 @@ func searchFolder(ctx context.Context, o *searchOpts, query string, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	f.Hybrid = o.hybrid
-	if rr != nil {
-		f.Reranker, f.Depth, f.Fuse, f.FuseWeight = rr, o.depth, o.fuse, o.fuseWeight
-	}
-	st := f.Stats
-	start := time.Now()
-	hits, err := f.Search(query, o.k)
+	took, err := o.rank(stdout, f, rr, query, f.Root)
 	if err != nil {
 		return err
 	}
-	took := time.Since(start)
-	if err := printHits(stdout, query, f.Root, hits, o); err != nil {
-		return err
-	}
+	st := f.Stats
 	gen := "skipped"
 	if o.generated {
 		gen = "indexed"
@@ -219,22 +209,30 @@ func searchIndex(ctx context.Context, o *searchOpts, query string, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	f.Hybrid = o.hybrid
-	if rr != nil {
-		f.Reranker, f.Depth, f.Fuse, f.FuseWeight = rr, o.depth, o.fuse, o.fuseWeight
-	}
 	load := time.Since(start)
-	start = time.Now()
-	hits, err := f.Search(query, o.k)
+	took, err := o.rank(stdout, f, rr, query, "")
 	if err != nil {
-		return err
-	}
-	took := time.Since(start)
-	if err := printHits(stdout, query, "", hits, o); err != nil {
 		return err
 	}
 	fmt.Fprintf(progressOut, "index of %d documents loaded in %s; searched in %s\n", len(x.Docs), roundDuration(load), roundDuration(took))
 	return nil
+}
+
+// rank searches f for query as the flags say (the hybrid, the reranker rr
+// when not nil) and prints the hits, their paths under root; it returns
+// the time the search took.
+func (o *searchOpts) rank(w io.Writer, f *search.Folder, rr *rerank.Model, query, root string) (time.Duration, error) {
+	f.Hybrid = o.hybrid
+	if rr != nil {
+		f.Reranker, f.Depth, f.Fuse, f.FuseWeight = rr, o.depth, o.fuse, o.fuseWeight
+	}
+	start := time.Now()
+	hits, err := f.Search(query, o.k)
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	return took, printHits(w, query, root, hits, o)
 }
 
 // hitPath returns where a hit's file is, relative to the folder the
@@ -279,9 +277,7 @@ func printHits(w io.Writer, query, root string, hits []search.Hit, o *searchOpts
 			}
 			out.Hits = append(out.Hits, j)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for r, h := range hits {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -88,9 +87,7 @@ func printVersion(w io.Writer, asJSON bool) error {
 	info, _ := debug.ReadBuildInfo()
 	v := readVersion(info)
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(w, v)
 	}
 	commit := v.Commit
 	var notes []string
