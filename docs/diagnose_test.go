@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/attnlab/attnlab/internal/docblock"
 	"github.com/attnlab/attnlab/retrieve/search"
 )
 
@@ -87,18 +86,6 @@ func TestDiagnoseTable(t *testing.T) {
 	if d.Pairs == 0 || len(d.InBatch) == 0 || len(d.Contrasts) == 0 {
 		t.Fatalf("diagnose.json measured nothing: %d pairs, %d in-batch shares, %d contrasts", d.Pairs, len(d.InBatch), len(d.Contrasts))
 	}
-	blk, err := docblock.Find("retrieval.md", diagnoseBegin, diagnoseEnd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := diagnoseTable(&d)
-	if *update {
-		if err := blk.Replace(want); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if blk.Text() != want {
-		t.Errorf("docs/retrieval.md's diagnose table is not the rendering of diagnose.json (go test ./docs -run DiagnoseTable -update):\n--- page\n%s--- rendered\n%s", blk.Text(), want)
-	}
+	syncBlock(t, "retrieval.md", diagnoseBegin, diagnoseEnd, diagnoseTable(&d),
+		"the rendering of diagnose.json (go test ./docs -run DiagnoseTable -update)")
 }

@@ -95,11 +95,19 @@ func TestHeldOutTable(t *testing.T) {
 			t.Fatalf("%s measured nothing: %+v", name, res[i])
 		}
 	}
-	blk, err := docblock.Find("model.md", heldOutBegin, heldOutEnd)
+	syncBlock(t, "model.md", heldOutBegin, heldOutEnd, heldOutTable(t, &res[0], &res[1]),
+		"the rendering of lm-eval-std.json and lm-eval-deb.json (go test ./docs -run HeldOutTable -update)")
+}
+
+// syncBlock rewrites the block of page between begin and end with want
+// under -update, and otherwise fails unless the block is want, which is
+// what.
+func syncBlock(t *testing.T, page, begin, end, want, what string) {
+	t.Helper()
+	blk, err := docblock.Find(page, begin, end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := heldOutTable(t, &res[0], &res[1])
 	if *update {
 		if err := blk.Replace(want); err != nil {
 			t.Fatal(err)
@@ -107,6 +115,6 @@ func TestHeldOutTable(t *testing.T) {
 		return
 	}
 	if blk.Text() != want {
-		t.Errorf("docs/model.md's held-out table is not the rendering of lm-eval-std.json and lm-eval-deb.json (go test ./docs -run HeldOutTable -update):\n--- page\n%s--- rendered\n%s", blk.Text(), want)
+		t.Errorf("docs/%s: the block after %q is not %s:\n--- page\n%s--- rendered\n%s", page, strings.TrimSpace(begin), what, blk.Text(), want)
 	}
 }

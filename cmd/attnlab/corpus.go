@@ -129,7 +129,7 @@ func runCorpusStats(ctx context.Context, o *corpusOpts, stdout io.Writer) error 
 		return usageError{err.Error()}
 	}
 	if o.std {
-		so.GoRoot = goRoot()
+		so.GoRoot = corpus.GoRoot()
 	}
 	if o.heldout != "" {
 		claim, err := output.Target{Path: o.heldout, Flag: "-list-heldout", Replace: o.force, Inputs: []string{o.dir, so.GoRoot}}.ClaimFile()

@@ -87,7 +87,7 @@ Example: attnlab retriever diagnose -data retr -model run/model -reranker run/re
 				}
 			}
 			if *src == "" {
-				*src = filepath.Join(goRoot(), "src")
+				*src = filepath.Join(corpus.GoRoot(), "src")
 			}
 			srcs := []retrieve.Source{{Dir: *src}}
 			if *corpusDir != "" {

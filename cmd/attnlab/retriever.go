@@ -74,7 +74,7 @@ Example: attnlab retriever data -out retr`,
 				return usagef(`-out "": want the folder of the JSONL files`)
 			}
 			if *src == "" {
-				*src = filepath.Join(goRoot(), "src")
+				*src = filepath.Join(corpus.GoRoot(), "src")
 			}
 			if *corpusDir != "" {
 				deb, err := corpus.Debian(*corpusDir)

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"syscall"
 
 	"github.com/attnlab/attnlab/internal/fsprobe"
@@ -122,15 +119,4 @@ func noArgs(args []string) error {
 		return usageError{fmt.Sprintf("unexpected argument %q", args[0])}
 	}
 	return nil
-}
-
-// goRoot returns the GOROOT that the go command reports, or the one this
-// binary was built with when there is no go command.
-func goRoot() string {
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		if s := strings.TrimSpace(string(out)); s != "" {
-			return s
-		}
-	}
-	return runtime.GOROOT()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/attnlab/attnlab/corpus"
 	"io"
 	"path/filepath"
 	"strings"
@@ -93,7 +94,7 @@ func trainFlags(fs *flag.FlagSet) runFunc {
 		}
 		o.Derive()
 		if o.Src == "" {
-			o.Src = filepath.Join(goRoot(), "src")
+			o.Src = filepath.Join(corpus.GoRoot(), "src")
 		}
 		if err := o.Validate(); err != nil {
 			return usageError{err.Error()}

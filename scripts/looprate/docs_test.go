@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -37,7 +36,7 @@ func TestDocsLoopRates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few minutes of generation: skipped with -short")
 	}
-	root := goRoot()
+	root := corpus.GoRoot()
 	sv, err := corpus.TakeSurvey(context.Background(), corpus.SurveyOptions{Std: true, GoRoot: root, MaxFileKB: 1024, Frac: 0.1})
 	if err != nil {
 		t.Fatal(err)
@@ -97,15 +96,4 @@ func TestDocsLoopRates(t *testing.T) {
 	if got := b.String(); got != page {
 		t.Errorf("docs/model.md's loop rates are not what the measurement prints (go test ./scripts/looprate -run DocsLoopRates -update rewrites them):\n--- page\n%s--- measured\n%s", page, got)
 	}
-}
-
-// goRoot is the Go installation of the go command, as attnlab corpus
-// stats reads it.
-func goRoot() string {
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		if s := strings.TrimSpace(string(out)); s != "" {
-			return s
-		}
-	}
-	return runtime.GOROOT()
 }
