@@ -72,6 +72,10 @@ var (
 	avx2Kernel32 = gemmKernel[float32]{
 		mr: 6, nr: 16, mc: 192, kc: 256, nc: 3072,
 		fn: gemm32KernelAVX2, fnRowA: gemm32KernelAVX2RowA,
+		fnRowAEdge: [8]func(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32){
+			1: gemm32KernelAVX2RowA1, 2: gemm32KernelAVX2RowA2, 3: gemm32KernelAVX2RowA3,
+			4: gemm32KernelAVX2RowA4, 5: gemm32KernelAVX2RowA5,
+		},
 		packCopy: packCopyAVX2, packTrans: packTransAVX2,
 	}
 	avx2Kernel64 = gemmKernel[float64]{
