@@ -661,6 +661,68 @@ TEXT ·expShiftFloor32AVX2(SB), NOSPLIT, $0-61
 	// Y11 = the sum, Y9 = the lanes kept
 	VXORPS Y11, Y11, Y11
 	VXORPS Y9, Y9, Y9
+	// two vectors a step, their exponentials interleaved (registers
+	// Y0–Y3 and Y6, Y5, Y7, Y8, Y10 and Y4); each adds to the sum in
+	// the order of x, so the sum is the one-vector loop's
+loop2:
+	CMPQ CX, $16
+	JLT loop
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y5
+	VSUBPS Y13, Y0, Y0
+	VSUBPS Y13, Y5, Y5
+	VCMPPS $5, Y12, Y0, Y6
+	VCMPPS $5, Y12, Y5, Y4
+	VORPS Y6, Y9, Y9
+	VORPS Y4, Y9, Y9
+	VMAXPS Y0, Y15, Y0
+	VMAXPS Y5, Y15, Y5
+	VMINPS Y0, Y14, Y0
+	VMINPS Y5, Y14, Y5
+	VMULPS exp32const<>+128(SB), Y0, Y1
+	VMULPS exp32const<>+128(SB), Y5, Y7
+	VROUNDPS $8, Y1, Y1
+	VROUNDPS $8, Y7, Y7
+	VFNMADD231PS exp32const<>+192(SB), Y1, Y0
+	VFNMADD231PS exp32const<>+192(SB), Y7, Y5
+	VFNMADD231PS exp32const<>+256(SB), Y1, Y0
+	VFNMADD231PS exp32const<>+256(SB), Y7, Y5
+	VMOVUPS exp32const<>+448(SB), Y2
+	VMOVUPS exp32const<>+448(SB), Y8
+	VFMADD213PS exp32const<>+512(SB), Y0, Y2
+	VFMADD213PS exp32const<>+512(SB), Y5, Y8
+	VFMADD213PS exp32const<>+576(SB), Y0, Y2
+	VFMADD213PS exp32const<>+576(SB), Y5, Y8
+	VFMADD213PS exp32const<>+640(SB), Y0, Y2
+	VFMADD213PS exp32const<>+640(SB), Y5, Y8
+	VFMADD213PS exp32const<>+704(SB), Y0, Y2
+	VFMADD213PS exp32const<>+704(SB), Y5, Y8
+	VFMADD213PS exp32const<>+768(SB), Y0, Y2
+	VFMADD213PS exp32const<>+768(SB), Y5, Y8
+	VMULPS Y0, Y0, Y3
+	VMULPS Y5, Y5, Y10
+	VFMADD213PS Y0, Y3, Y2
+	VFMADD213PS Y5, Y10, Y8
+	VADDPS exp32const<>+320(SB), Y2, Y2
+	VADDPS exp32const<>+320(SB), Y8, Y8
+	VCVTPS2DQ Y1, Y3
+	VCVTPS2DQ Y7, Y10
+	VPSLLD $23, Y3, Y3
+	VPSLLD $23, Y10, Y10
+	VPADDD exp32const<>+320(SB), Y3, Y3
+	VPADDD exp32const<>+320(SB), Y10, Y10
+	VMULPS Y3, Y2, Y2
+	VMULPS Y10, Y8, Y8
+	VANDPS Y6, Y2, Y2
+	VANDPS Y4, Y8, Y8
+	VMOVUPS Y2, 0(DI)
+	VMOVUPS Y8, 32(DI)
+	VADDPS Y2, Y11, Y11
+	VADDPS Y8, Y11, Y11
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP loop2
 loop:
 	CMPQ CX, $8
 	JLT done

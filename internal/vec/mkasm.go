@@ -21,6 +21,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 var outDir = flag.String("o", ".", "the folder the assembly files are written to")
@@ -420,7 +421,7 @@ func genExp(a *asm, e elem, v isa, c expConsts, sym string) {
 		}
 		a.in("VFNMADD231%s %s, %s, %s", P, k(kC1), R(1), R(0))
 		a.in("VFNMADD231%s %s, %s, %s", P, k(kC2), R(1), R(0))
-		expPoly(a, e, v, np, k)
+		expPoly(a, e, v, np, k, R(0), R(2), R(3))
 		if v == avx512 {
 			a.comment("y·2ⁿ, overflowing to +Inf and underflowing to 0 as exp does")
 			a.in("VSCALEF%s Z1, Z2, Z2", P)
@@ -509,6 +510,38 @@ func genExpShiftFloor(a *asm, sym string) {
 	a.comment("Y11 = the sum, Y9 = the lanes kept")
 	a.in("VXORPS Y11, Y11, Y11")
 	a.in("VXORPS Y9, Y9, Y9")
+	a.comment("two vectors a step, their exponentials interleaved (registers")
+	a.comment("Y0–Y3 and Y6, Y5, Y7, Y8, Y10 and Y4); each adds to the sum in")
+	a.comment("the order of x, so the sum is the one-vector loop's")
+	a.label("loop2")
+	a.in("CMPQ CX, $16")
+	a.in("JLT loop")
+	var two [2]*asm
+	for x, r := range []struct {
+		off  int
+		e    expRegs
+		mask string
+	}{
+		{0, expRegs{t: "Y0", n: "Y1", y: "Y2", r2: "Y3", pow: "Y3"}, "Y6"},
+		{32, expRegs{t: "Y5", n: "Y7", y: "Y8", r2: "Y10", pow: "Y10"}, "Y4"},
+	} {
+		p := new(asm)
+		p.in("VMOVUPS %d(SI), %s", r.off, r.e.t)
+		p.in("VSUBPS Y13, %s, %s", r.e.t, r.e.t)
+		p.in("VCMPPS $5, Y12, %s, %s", r.e.t, r.mask)
+		p.in("VORPS %s, Y9, Y9", r.mask)
+		exp32ClampedRegs(p, k, r.e)
+		p.in("VANDPS %s, %s, %s", r.mask, r.e.y, r.e.y)
+		p.in("VMOVUPS %s, %d(DI)", r.e.y, r.off)
+		two[x] = p
+	}
+	interleave(a, two[0], two[1])
+	a.in("VADDPS Y2, Y11, Y11")
+	a.in("VADDPS Y8, Y11, Y11")
+	a.in("ADDQ $64, SI")
+	a.in("ADDQ $64, DI")
+	a.in("SUBQ $16, CX")
+	a.in("JMP loop2")
 	a.label("loop")
 	a.in("CMPQ CX, $8")
 	a.in("JLT done")
@@ -564,21 +597,60 @@ func clampBounds(a *asm) {
 // [Y15, Y14] = [−87, 88] so that one scaling step by 2ⁿ suffices (Exp32's
 // polynomial; Y0, Y1, Y3 and Y4 are overwritten).
 func exp32Clamped(a *asm, k func(int) string) {
+	exp32ClampedRegs(a, k, expRegs{t: "Y0", n: "Y1", y: "Y2", r2: "Y3", pow: "Y4"})
+}
+
+// expRegs names the registers of one vector's exponential: t the argument
+// (overwritten by the reduced r), n the rounded multiple of ln 2, y the
+// result, r2 and pow temporaries (the same register will do).
+type expRegs struct{ t, n, y, r2, pow string }
+
+// exp32ClampedRegs is exp32Clamped in the registers r.
+func exp32ClampedRegs(a *asm, k func(int) string, r expRegs) {
 	e, v := f32, avx2
 	a.comment("clamp; t is the second source, so a NaN t passes through")
-	a.in("VMAXPS Y0, Y15, Y0")
-	a.in("VMINPS Y0, Y14, Y0")
+	a.in("VMAXPS %s, Y15, %s", r.t, r.t)
+	a.in("VMINPS %s, Y14, %s", r.t, r.t)
 	a.comment("n = round(t·log2e); r = t − n·C1 − n·C2")
-	a.in("VMULPS %s, Y0, Y1", k(kLog2e))
-	a.in("VROUNDPS $8, Y1, Y1")
-	a.in("VFNMADD231PS %s, Y1, Y0", k(kC1))
-	a.in("VFNMADD231PS %s, Y1, Y0", k(kC2))
-	expPoly(a, e, v, len(exp32c.poly), k)
+	a.in("VMULPS %s, %s, %s", k(kLog2e), r.t, r.n)
+	a.in("VROUNDPS $8, %s, %s", r.n, r.n)
+	a.in("VFNMADD231PS %s, %s, %s", k(kC1), r.n, r.t)
+	a.in("VFNMADD231PS %s, %s, %s", k(kC2), r.n, r.t)
+	expPoly(a, e, v, len(exp32c.poly), k, r.t, r.y, r.r2)
 	a.comment("y·2ⁿ, n in [−126, 127]: the bits of 2ⁿ are (n+127)<<23")
-	a.in("VCVTPS2DQ Y1, Y4")
-	a.in("VPSLLD $23, Y4, Y4")
-	a.in("VPADDD %s, Y4, Y4", k(kOne))
-	a.in("VMULPS Y4, Y2, Y2")
+	a.in("VCVTPS2DQ %s, %s", r.n, r.pow)
+	a.in("VPSLLD $23, %s, %s", r.pow, r.pow)
+	a.in("VPADDD %s, %s, %s", k(kOne), r.pow, r.pow)
+	a.in("VMULPS %s, %s, %s", r.pow, r.y, r.y)
+}
+
+// interleave writes the instructions of the parts into a, one of each in
+// turn (comments dropped): independent sequences, each a chain of
+// dependent steps, so that the core's scheduler sees two chains at once
+// where it would otherwise wait on one.
+func interleave(a *asm, parts ...*asm) {
+	var lines [][]string
+	for _, p := range parts {
+		var ls []string
+		for _, l := range strings.Split(strings.TrimRight(p.b.String(), "\n"), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "//") {
+				ls = append(ls, l)
+			}
+		}
+		lines = append(lines, ls)
+	}
+	for i := 0; ; i++ {
+		done := true
+		for _, ls := range lines {
+			if i < len(ls) {
+				a.raw(ls[i] + "\n")
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+	}
 }
 
 func genSoftcap32(a *asm, sym string) {
@@ -668,22 +740,21 @@ func genMax32(a *asm) {
 
 // expPoly computes y = exp(r) into register 2 from r in register 0, using
 // register 3 as scratch; the coefficients are memory operands.
-func expPoly(a *asm, e elem, v isa, np int, k func(int) string) {
+func expPoly(a *asm, e elem, v isa, np int, k func(int) string, r, y, tmp string) {
 	P := e.p
-	R := func(i int) string { return v.reg(i) }
 	a.comment("Horner evaluation of the polynomial")
-	a.in("VMOVUP%c %s, %s", P[1], k(kPoly), R(2))
+	a.in("VMOVUP%c %s, %s", P[1], k(kPoly), y)
 	for i := 1; i < np; i++ {
-		a.in("VFMADD213%s %s, %s, %s", P, k(kPoly+i), R(0), R(2))
+		a.in("VFMADD213%s %s, %s, %s", P, k(kPoly+i), r, y)
 	}
 	if e == f32 {
 		a.comment("exp(r) = 1 + r + r²·P(r)")
-		a.in("VMUL%s %s, %s, %s", P, R(0), R(0), R(3))
-		a.in("VFMADD213%s %s, %s, %s", P, R(0), R(3), R(2))
-		a.in("VADD%s %s, %s, %s", P, k(kOne), R(2), R(2))
+		a.in("VMUL%s %s, %s, %s", P, r, r, tmp)
+		a.in("VFMADD213%s %s, %s, %s", P, r, tmp, y)
+		a.in("VADD%s %s, %s, %s", P, k(kOne), y, y)
 	} else {
 		a.comment("exp(r) = 1 + r·Q(r)")
-		a.in("VFMADD213%s %s, %s, %s", P, k(kOne), R(0), R(2))
+		a.in("VFMADD213%s %s, %s, %s", P, k(kOne), r, y)
 	}
 }
 
