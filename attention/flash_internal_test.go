@@ -427,3 +427,41 @@ func flashAll[T Float](t *testing.T, c *Config, in [][]T, fwd, bwd *tileStats) [
 	}
 	return out
 }
+
+// TestDenseTiles: an unmasked forward's tiles cover the queries in tiles of
+// at most denseBr rows, multiples of 6 (the AVX2 micro-kernel's rows) up to
+// the last, at least fwdMinItems work items where there are enough rows,
+// and key tiles of denseBc; a masked call keeps the 128×128 tiles.
+func TestDenseTiles(t *testing.T) {
+	for _, c := range []Config{
+		{B: 1, Hq: 8, Hkv: 8, M: 4096, N: 4096},
+		{B: 1, Hq: 8, Hkv: 8, M: 1024, N: 1024},
+		{B: 1, Hq: 8, Hkv: 2, M: 512, N: 512},
+		{B: 1, Hq: 1, Hkv: 1, M: 4096, N: 300},
+		{B: 2, Hq: 2, Hkv: 1, M: 20, N: 20},
+		{B: 1, Hq: 1, Hkv: 1, M: 5, N: 3000},
+	} {
+		if !unmasked(&c) {
+			t.Fatalf("%+v: not unmasked", c)
+		}
+		br, bc := denseTiles(&c)
+		nqt := (c.M + br - 1) / br
+		items := nqt * c.B * c.Hkv
+		if br < 1 || br > denseBr || (br%6 != 0 && br != c.M) || bc != min(denseBc, c.N) {
+			t.Errorf("M=%d N=%d: tiles %d×%d", c.M, c.N, br, bc)
+		}
+		if items < fwdMinItems && br > 6 {
+			t.Errorf("M=%d B·Hkv=%d: %d items of %d rows", c.M, c.B*c.Hkv, items, br)
+		}
+	}
+	for _, c := range []Config{
+		{B: 1, Hq: 1, Hkv: 1, M: 8, N: 8, Causal: true},
+		{B: 1, Hq: 1, Hkv: 1, M: 8, N: 8, Window: 3},
+		{B: 1, Hq: 1, Hkv: 1, M: 8, N: 8, KValid: make([]bool, 8)},
+		{B: 1, Hq: 1, Hkv: 1, M: 8, N: 8, QSeg: make([]int, 8), KSeg: make([]int, 8)},
+	} {
+		if unmasked(&c) {
+			t.Errorf("%+v: unmasked", c)
+		}
+	}
+}

@@ -116,6 +116,8 @@ func flashCases() []flashCase {
 	// not causal, and a window without causality (it limits the past only)
 	add("noncausal/M=65/N=130", attention.Config{B: 2, Hq: 2, Hkv: 1, M: 65, N: 130, D: 8, Dv: 5})
 	add("noncausal/M=130/N=65", attention.Config{B: 1, Hq: 2, Hkv: 2, M: 130, N: 65, D: 8, Dv: 5})
+	// unmasked and long: the forward's larger tiles, several of each
+	add("noncausal/M=600/N=1100", attention.Config{B: 1, Hq: 2, Hkv: 1, M: 600, N: 1100, D: 8, Dv: 5})
 	add("noncausal-window/M=N=130/W=17", attention.Config{B: 1, Hq: 4, Hkv: 2, M: 130, N: 130, D: 8, Dv: 8, Window: 17})
 	// sliding windows
 	add("window/M=N=130/W=17", attention.Config{B: 2, Hq: 4, Hkv: 2, M: 130, N: 130, D: 8, Dv: 8, Causal: true, Window: 17})
@@ -301,6 +303,7 @@ func TestFlashThreadsBitIdentical(t *testing.T) {
 	for _, c := range []*attention.Config{
 		{B: 1, Hq: 4, Hkv: 2, M: 300, N: 300, D: 16, Dv: 16, Causal: true},
 		{B: 3, Hq: 3, Hkv: 3, M: 200, N: 333, D: 8, Dv: 12, Causal: true, Window: 90},
+		{B: 1, Hq: 2, Hkv: 1, M: 700, N: 1100, D: 8, Dv: 8}, // unmasked: the larger tiles
 	} {
 		q, k, v, do := inputs(c, 3)
 		var runs [2]run
