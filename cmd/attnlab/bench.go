@@ -55,7 +55,10 @@ fraction of the machine's ceiling measured in the same run:
     (GroupQueryAttention for GQA);
   decode: µs per token of one query per head against a cache of 256 …
     32768 keys, D = 128, MHA (H = 8) and GQA (32 query heads on 8 KV
-    heads); bandwidth = K and V bytes read (2·Hkv·context·D·4) / time,
+    heads), attnlab's K and V allocated as its KV cache allocates them
+    (attention.CacheSlice: on transparent huge pages where the system
+    gives them; each peer allocates its own); bandwidth = K and V bytes
+    read (2·Hkv·context·D·4) / time,
     efficiency = bandwidth / the read bandwidth of the level the K and V
     fit in (L2, L3 or DRAM, from the caches' sizes); beside PyTorch, ggml
     and ONNX Runtime;

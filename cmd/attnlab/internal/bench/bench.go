@@ -425,10 +425,15 @@ func medianTimeCtx(ctx context.Context, budget time.Duration, mk func() func()) 
 
 func randSlice[T float32 | float64](r *rand.Rand, n int) []T {
 	x := make([]T, n)
+	fillRand(r, x)
+	return x
+}
+
+// fillRand fills x with standard normal values drawn from r.
+func fillRand[T float32 | float64](r *rand.Rand, x []T) {
 	for i := range x {
 		x[i] = T(r.NormFloat64())
 	}
-	return x
 }
 
 func gemmRunner(dt string, n int) func() {

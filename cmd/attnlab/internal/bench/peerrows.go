@@ -78,7 +78,10 @@ func decodeWork(d decodeCase) *peerWork {
 	c := &attention.Config{B: 1, Hq: d.Hq, Hkv: d.Hkv, M: 1, N: d.ctx, D: d.D, Dv: d.D, Causal: true}
 	r := rand.New(rand.NewPCG(3, uint64(d.ctx)))
 	q := randSlice[float32](r, d.Hq*d.D)
-	k, v := randSlice[float32](r, d.Hkv*d.ctx*d.D), randSlice[float32](r, d.Hkv*d.ctx*d.D)
+	// K and V allocated as a KVCache's are (attention.CacheSlice)
+	k, v := attention.CacheSlice[float32](d.Hkv*d.ctx*d.D), attention.CacheSlice[float32](d.Hkv*d.ctx*d.D)
+	fillRand(r, k)
+	fillRand(r, v)
 	o, lse := make([]float32, d.Hq*d.D), make([]float32, d.Hq)
 	return &peerWork{
 		run: func() {
