@@ -117,6 +117,10 @@ type gemmKernel[T Float] struct {
 	// product. The A micro-kernel of AVX2 has 6 rows, which it can address
 	// from one register and multiples of lda.
 	fnRowA func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T)
+	// fnRowAP, when not nil, is fnRowA for np tiles side by side: C's
+	// columns 0..np·nr−1 from np consecutive packed panels of b, one call
+	// for a row of tiles instead of np.
+	fnRowAP func(k int, a []T, lda int, b, c []T, ldc int, alpha, beta T, np int)
 	// fnRowAEdge[r], when not nil, is fnRowA for r < mr rows: the last
 	// rows of a product whose rows are not a multiple of mr, computed in
 	// place instead of packed into a zero-padded panel.
@@ -275,7 +279,18 @@ func macroKernelRowA[T Float](kr *gemmKernel[T], mb, nb, kb int, alpha T, a []T,
 	// packed block in order
 	for ir := 0; ir < mb; ir += mr {
 		mm := min(mr, mb-ir)
-		for jr := 0; jr < nb; jr += nr {
+		jr := 0
+		if np := nb / nr; mm == mr && np > 1 && kr.fnRowAP != nil {
+			// the whole panels in one call; it reads rows ir..ir+mr-1
+			// of a, kb each, the np panels of bp, and writes mr rows
+			// of np·nr columns of c, unchecked
+			_ = a[(ir+mr-1)*lda+kb-1]
+			_ = bp[np*nr*kb-1]
+			_ = c[(ir+mr-1)*ldc+np*nr-1]
+			kr.fnRowAP(kb, a[ir*lda:], lda, bp, c[ir*ldc:], ldc, alpha, beta, np)
+			jr = np * nr
+		}
+		for ; jr < nb; jr += nr {
 			nn := min(nr, nb-jr)
 			bpan := bp[jr*kb : (jr+nr)*kb]
 			cc := c[ir*ldc+jr:]

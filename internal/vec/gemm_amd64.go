@@ -18,6 +18,9 @@ func gemm64KernelAVX2(k int, a, b, c []float64, ldc int, alpha, beta float64)
 func gemm32KernelAVX2RowA(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
 
 //go:noescape
+func gemm32KernelAVX2RowAP(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, np int)
+
+//go:noescape
 func gemm32KernelAVX2RowA1(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32)
 
 //go:noescape
@@ -71,7 +74,7 @@ var (
 	}
 	avx2Kernel32 = gemmKernel[float32]{
 		mr: 6, nr: 16, mc: 192, kc: 256, nc: 3072,
-		fn: gemm32KernelAVX2, fnRowA: gemm32KernelAVX2RowA,
+		fn: gemm32KernelAVX2, fnRowA: gemm32KernelAVX2RowA, fnRowAP: gemm32KernelAVX2RowAP,
 		fnRowAEdge: [8]func(k int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32){
 			1: gemm32KernelAVX2RowA1, 2: gemm32KernelAVX2RowA2, 3: gemm32KernelAVX2RowA3,
 			4: gemm32KernelAVX2RowA4, 5: gemm32KernelAVX2RowA5,

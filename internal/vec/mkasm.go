@@ -780,9 +780,17 @@ type kernelShape struct {
 	// rowA: a is not packed but the mr rows of a row-major matrix, lda
 	// elements apart: the kernel broadcasts a[i*lda+p] (mr ≤ 6).
 	rowA bool
+
+	// panels (row-A only): the kernel computes np tiles side by side, C's
+	// columns 0..np·nr−1, from np consecutive packed panels of b, reading
+	// the mr rows of a again for each: one call for a whole row of tiles.
+	panels bool
 }
 
 func (s kernelShape) name() string {
+	if s.panels {
+		return fmt.Sprintf("gemm%dKernel%sRowAP", s.e.bits, s.v.name)
+	}
 	if s.rowA && s.mr < 6 {
 		return fmt.Sprintf("gemm%dKernel%sRowA%d", s.e.bits, s.v.name, s.mr)
 	}
@@ -810,14 +818,22 @@ func genGemmKernel(a *asm, s kernelShape) {
 	frame := 88 + 2*e.size
 	// argument offsets: the row-A form has lda after a
 	offB, offC, offLdc, offAlpha := 32, 56, 80, 88
-	if s.rowA {
+	switch {
+	case s.panels && (!s.rowA || e != f32):
+		log.Fatalf("%s: panels only for a float32 row-A kernel", name)
+	case s.rowA:
 		if s.mr > 6 {
 			log.Fatalf("%s: a row-A kernel addresses at most 6 rows", name)
 		}
 		frame += 8
 		offB, offC, offLdc, offAlpha = 40, 64, 88, 96
+		if s.panels {
+			frame += 8 // np after beta, at offAlpha + 8
+			a.text(name, frame, fmt.Sprintf("func %s(k int, a []%s, lda int, b, c []%s, ldc int, alpha, beta %s, np int)", name, t, t, t))
+			break
+		}
 		a.text(name, frame, fmt.Sprintf("func %s(k int, a []%s, lda int, b, c []%s, ldc int, alpha, beta %s)", name, t, t, t))
-	} else {
+	default:
 		a.text(name, frame, fmt.Sprintf("func %s(k int, a, b, c []%s, ldc int, alpha, beta %s)", name, t, t))
 	}
 	acc := func(i, j int) string { return v.reg(i*s.nv + j) }
@@ -841,6 +857,27 @@ func genGemmKernel(a *asm, s kernelShape) {
 	a.in("MOVQ c_base+%d(FP), DI", offC)
 	a.in("MOVQ ldc+%d(FP), DX", offLdc)
 	a.in("SHLQ $%d, DX", log2(e.size))
+	// end ends a tile: with panels, the next tile starts from the same
+	// rows of a, the next panel of b (where BX stopped) and nr columns on
+	// in C (R13), until R12 tiles are done
+	end := func() {
+		if s.panels {
+			a.in("ADDQ $%d, R13", nr*e.size)
+			a.in("DECQ R12")
+			a.in("JNE panel")
+		}
+		a.in("VZEROUPPER")
+		a.in("RET")
+	}
+	if s.panels {
+		a.comment("R12 = the tiles left, R13 = the first column of the tile's C")
+		a.in("MOVQ np+%d(FP), R12", offAlpha+2*e.size)
+		a.in("MOVQ DI, R13")
+		a.label("panel")
+		a.in("MOVQ k+0(FP), CX")
+		a.in("MOVQ a_base+8(FP), AX")
+		a.in("MOVQ R13, DI")
+	}
 	a.comment("prefetch the C tile, which is needed after the k loop")
 	a.in("MOVQ DI, R8")
 	for i := 0; i < s.mr; i++ {
@@ -932,8 +969,7 @@ func genGemmKernel(a *asm, s kernelShape) {
 			a.in("ADDQ DX, DI")
 		}
 	}
-	a.in("VZEROUPPER")
-	a.in("RET")
+	end()
 	a.label("beta")
 	a.in("VBROADCASTS%c beta+%d(FP), %s", e.s[1], offAlpha+e.size, be)
 	for i := 0; i < s.mr; i++ {
@@ -946,8 +982,7 @@ func genGemmKernel(a *asm, s kernelShape) {
 			a.in("ADDQ DX, DI")
 		}
 	}
-	a.in("VZEROUPPER")
-	a.in("RET")
+	end()
 }
 
 // ---------------------------------------------------------------------------
@@ -1562,19 +1597,20 @@ func log2(n int) int {
 
 // Kernel shapes, mirrored by the constants in gemm_amd64.go.
 var kernels = []kernelShape{
-	{f32, avx512, 14, 2, 4, 1024, false}, // 14×32: 28 accumulators + 2 b + 2 broadcast = 32 zmm
-	{f64, avx512, 14, 2, 4, 1024, false}, // 14×16
-	{f32, avx2, 6, 2, 4, 512, false},     // 6×16: 12 + 2 + 2 = 16 ymm
-	{f64, avx2, 6, 2, 4, 512, false},     // 6×8
-	{f32, avx2, 6, 2, 4, 0, true},        // 6×16, A read in place
-	{f64, avx2, 6, 2, 4, 0, true},        // 6×8, A read in place
+	{f32, avx512, 14, 2, 4, 1024, false, false}, // 14×32: 28 accumulators + 2 b + 2 broadcast = 32 zmm
+	{f64, avx512, 14, 2, 4, 1024, false, false}, // 14×16
+	{f32, avx2, 6, 2, 4, 512, false, false},     // 6×16: 12 + 2 + 2 = 16 ymm
+	{f64, avx2, 6, 2, 4, 512, false, false},     // 6×8
+	{f32, avx2, 6, 2, 4, 0, true, false},        // 6×16, A read in place
+	{f32, avx2, 6, 2, 4, 0, true, true},         // a row of 6×16 tiles, A read in place
+	{f64, avx2, 6, 2, 4, 0, true, false},        // 6×8, A read in place
 	// the last rows of a float32 product whose rows are not a multiple of
 	// 6: 1 to 5 rows × 16, A read in place, straight into C
-	{f32, avx2, 1, 2, 4, 0, true},
-	{f32, avx2, 2, 2, 4, 0, true},
-	{f32, avx2, 3, 2, 4, 0, true},
-	{f32, avx2, 4, 2, 4, 0, true},
-	{f32, avx2, 5, 2, 4, 0, true},
+	{f32, avx2, 1, 2, 4, 0, true, false},
+	{f32, avx2, 2, 2, 4, 0, true, false},
+	{f32, avx2, 3, 2, 4, 0, true, false},
+	{f32, avx2, 4, 2, 4, 0, true, false},
+	{f32, avx2, 5, 2, 4, 0, true, false},
 }
 
 func main() {
