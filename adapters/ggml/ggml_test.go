@@ -272,14 +272,11 @@ func TestDecoderMatchesGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, p, err := model.LoadLM[float32](dir)
+	lm, err := model.LoadLM[float32](dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, p, tok := lm.Model, lm.Params, lm.Tok
 	const n = 32
 	for _, prompt := range []string{"func (b *Buffer) ", "// Reverse returns s with its runes in reverse order.\nfunc Reverse(s string) string {"} {
 		want, err := exec.Command(attnlab, "generate", "-prompt", prompt, "-n", fmt.Sprint(n), "-temp", "0", "-repeat-penalty", "1").Output()

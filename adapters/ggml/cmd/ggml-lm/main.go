@@ -32,7 +32,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"syscall"
@@ -133,17 +132,12 @@ func mainErr(ctx context.Context, o *options) error {
 			return fmt.Errorf("no -model given, and this build ships no language model: %w", err)
 		}
 	}
-	m, p, err := model.LoadLM[float32](o.model)
+	// the checkpoint with its tokenizer, both checked (kind, vocabulary)
+	lm, err := model.LoadLM[float32](o.model)
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(filepath.Join(o.model, "tokenizer.json"))
-	if err != nil {
-		return err
-	}
-	if tok.VocabSize() != m.Config.VocabSize {
-		return fmt.Errorf("%s: tokenizer has %d tokens, the model %d", o.model, tok.VocabSize(), m.Config.VocabSize)
-	}
+	m, p, tok := lm.Model, lm.Params, lm.Tok
 	// the prompt as attnlab generate prepares it
 	j := job{prompt: tok.Encode([]byte(o.prompt)), n: o.n, eos: tok.Special(tokenizer.EndOfText)}
 	if o.heal && len(j.prompt) > 1 && o.n > 0 {
