@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/attnlab/attnlab/attention"
+	"github.com/attnlab/attnlab/internal/vec"
 	"github.com/attnlab/attnlab/nn"
 )
 
@@ -21,6 +22,11 @@ func (m *Model[T]) NewCache(B, capacity int) *attention.KVCache[T] {
 // an *attention.CapacityError when the cache is full; the cache is unchanged
 // then.
 func (m *Model[T]) Step(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, valid []bool, M int) error {
+	return m.step(logits, cache, p, tokens, valid, M, M)
+}
+
+// step is Step writing the logits of the last tail positions of each row.
+func (m *Model[T]) step(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, valid []bool, M, tail int) error {
 	c := m.Config
 	if len(tokens) != cache.B*M {
 		return fmt.Errorf("model: %d tokens, want B*M = %d", len(tokens), cache.B*M)
@@ -38,8 +44,24 @@ func (m *Model[T]) Step(logits []T, cache *attention.KVCache[T], p *Params[T], t
 	if err != nil {
 		return err
 	}
-	return m.StepAt(logits, cache, p, tokens, slot, cfg)
+	return m.stepAt(logits, cache, p, tokens, slot, cfg, tail)
 }
+
+// StepLast is Step writing only the logits of the last rows positions of
+// each row's chunk, rows = LastRows(M): logits is (B·rows, V), and the
+// last position of row b is logits[(b·rows+rows−1)·V:][:V]. They are the
+// bits Step writes for those positions (the output projection's product
+// keeps at least vec.PackedMinRows rows, or all of them, so it is computed
+// the same way), at a fraction of its cost when M is long: generation needs
+// the last position only, and the projection onto the vocabulary of every
+// prompt position was most of a prompt's time.
+func (m *Model[T]) StepLast(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, valid []bool, M int) error {
+	return m.step(logits, cache, p, tokens, valid, M, LastRows(M))
+}
+
+// LastRows is the number of positions per row StepLast writes logits for:
+// min(M, vec.PackedMinRows).
+func LastRows(M int) int { return min(M, vec.PackedMinRows) }
 
 // countReal counts the real tokens in valid[from:to].
 func countReal(valid []bool, from, to int) int {
@@ -59,6 +81,12 @@ func countReal(valid []bool, from, to int) int {
 // with the given attention config (from KVCache.Append) and stores its keys
 // and values at slot.
 func (m *Model[T]) StepAt(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, slot int, cfg *attention.Config) error {
+	return m.stepAt(logits, cache, p, tokens, slot, cfg, cfg.M)
+}
+
+// stepAt is StepAt writing the logits of the last tail positions of each
+// row (tail <= cfg.M).
+func (m *Model[T]) stepAt(logits []T, cache *attention.KVCache[T], p *Params[T], tokens []int, slot int, cfg *attention.Config, tail int) error {
 	c := m.Config
 	if c.SlidingWindow != 0 || c.AttnLogitSoftcapping != 0 { // the model's variants on the cache's mask
 		v := *cfg
@@ -84,9 +112,17 @@ func (m *Model[T]) StepAt(logits []T, cache *attention.KVCache[T], p *Params[T],
 		}
 		x, y = y, x
 	}
+	if M := cfg.M; tail < M {
+		// the last tail positions of each row, in place: row b's go to
+		// rows b·tail.. (copy handles the overlap, which only moves down)
+		for b := range cfg.B {
+			copy(x[b*tail*D:(b+1)*tail*D], x[(b*M+M-tail)*D:(b*M+M)*D])
+		}
+		n = cfg.B * tail
+	}
 	rstd := work.Take(n)
-	m.Block.Norm.Forward(y, rstd, x, p.Norm, n)
-	nn.Linear[T]{In: D, Out: V}.Forward(logits, y, p.Head(), nil, n)
+	m.Block.Norm.Forward(y[:n*D], rstd, x[:n*D], p.Norm, n)
+	nn.Linear[T]{In: D, Out: V}.Forward(logits, y[:n*D], p.Head(), nil, n)
 	capLogits(logits[:n*V], c.FinalLogitSoftcapping)
 	return nil
 }

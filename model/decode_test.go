@@ -3,7 +3,10 @@ package model
 import (
 	"math"
 	"runtime"
+	"slices"
 	"testing"
+
+	"github.com/attnlab/attnlab/nn"
 )
 
 func maxDiff(a, b []float64) float64 {
@@ -145,6 +148,70 @@ func TestStepAllocatesNothing(t *testing.T) {
 			step()
 			if n := testing.AllocsPerRun(steps-1, step); n != 0 {
 				t.Errorf("GOMAXPROCS=%d hidden=%d M=%d: %v allocations per step", procs, tc.c.HiddenSize, M, n)
+			}
+		}
+	}
+}
+
+// TestStepLastIsStep: StepLast's logits are the bits Step writes for the
+// last LastRows(M) positions of each row, float32 and float64, one and two
+// rows (one left-padded), chunks shorter and longer than vec.PackedMinRows,
+// a vocabulary wide enough for the packed products; and the cache is
+// extended the same way (the next step's logits agree too).
+func TestStepLastIsStep(t *testing.T) {
+	t.Run("float32", func(t *testing.T) { testStepLast[float32](t) })
+	t.Run("float64", func(t *testing.T) { testStepLast[float64](t) })
+}
+
+func testStepLast[T nn.Float](t *testing.T) {
+	c := Config{HiddenSize: 32, IntermediateSize: 48, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+		RMSNormEps: 1e-5, RopeTheta: 10000, VocabSize: 300, MaxPositionEmbeddings: 128, TieWordEmbeddings: true}
+	m, err := New[T](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.NewParams()
+	m.Init(p, 0.3, 7)
+	V := c.VocabSize
+	for _, B := range []int{1, 2} {
+		for _, M := range []int{1, 5, 9, 10, 40} {
+			tokens, valid := make([]int, B*M), make([]bool, B*M)
+			for i := range tokens {
+				tokens[i] = (i*37 + 5) % V
+				valid[i] = i >= M || i >= M/3 // row 0 left-padded
+			}
+			full := m.NewCache(B, M+1)
+			want := make([]T, B*M*V)
+			if err := m.Step(want, full, p, tokens, valid, M); err != nil {
+				t.Fatal(err)
+			}
+			last := m.NewCache(B, M+1)
+			rows := LastRows(M)
+			got := make([]T, B*rows*V)
+			if err := m.StepLast(got, last, p, tokens, valid, M); err != nil {
+				t.Fatal(err)
+			}
+			for b := range B {
+				for r := range rows {
+					w := want[(b*M+M-rows+r)*V:][:V]
+					g := got[(b*rows+r)*V:][:V]
+					for i := range w {
+						if w[i] != g[i] && !(w[i] != w[i] && g[i] != g[i]) {
+							t.Fatalf("B=%d M=%d: row %d position %d logit %d: %v, Step %v", B, M, b, M-rows+r, i, g[i], w[i])
+						}
+					}
+				}
+			}
+			next := []int{3, 4}[:B]
+			a, z := make([]T, B*V), make([]T, B*V)
+			if err := m.Step(a, full, p, next, nil, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Step(z, last, p, next, nil, 1); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(a, z) {
+				t.Fatalf("B=%d M=%d: the step after StepLast differs from the step after Step", B, M)
 			}
 		}
 	}

@@ -239,8 +239,10 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 	}
 	V := m.Config.VocabSize
 	cache := m.NewCache(B, L+max(o.MaxNew-1, 0))
-	logits := make([]T, B*L*V)
-	if err := m.Step(logits, cache, p, tokens, valid, L); err != nil {
+	// the prompt's logits at its last positions only (StepLast)
+	tail := LastRows(L)
+	logits := make([]T, B*tail*V)
+	if err := m.StepLast(logits, cache, p, tokens, valid, L); err != nil {
 		return nil, err
 	}
 	rngs := make([]*rand.Rand, B)
@@ -257,7 +259,7 @@ func (m *Model[T]) Generate(ctx context.Context, p *Params[T], prompts [][]int, 
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		M := L
+		M := tail // positions per row in logits
 		if step > 0 {
 			M = 1
 		}

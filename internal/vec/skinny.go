@@ -12,6 +12,15 @@ import "sync"
 // chunk) against a weight matrix or a key cache.
 const skinnyRows = 8
 
+// PackedMinRows is the fewest rows of a product C = alpha·A·op(B) that
+// Gemm and GemmSerial compute with the packed kernels whenever C also has
+// at least this many columns. There every element of C is the same bits
+// whatever the other rows (each is summed in the order of k, in blocks that
+// depend on k alone), so a caller that needs only some rows of a product may
+// compute at least this many of them and get exactly the bits of the whole
+// product's rows. Fewer rows take the skinny forms, which sum another way.
+const PackedMinRows = skinnyRows + 1
+
 // skinnyForm says how a skinny product is computed, or 0 if it is not
 // skinny:
 //
