@@ -103,6 +103,35 @@ type Completion struct {
 	Start, First, Last time.Time
 }
 
+// Timing is a completion's speed: prefill, the prompt's tokens read before
+// the first new token and the time to it; decode, the new tokens after the
+// first and the time they took. A rate is 0 when its time is.
+type Timing struct {
+	PrefillTokens          int
+	PrefillSeconds         float64
+	PrefillTokensPerSecond float64
+	DecodeTokens           int
+	DecodeSeconds          float64
+	DecodeTokensPerSecond  float64
+}
+
+// Timing returns c's speed from its clock; the zero Timing for a
+// completion without tokens.
+func (c *Completion) Timing() Timing {
+	if c.Tokens == 0 {
+		return Timing{}
+	}
+	t := Timing{PrefillTokens: c.Prefilled, PrefillSeconds: c.First.Sub(c.Start).Seconds(),
+		DecodeTokens: c.Tokens - 1, DecodeSeconds: c.Last.Sub(c.First).Seconds()}
+	if t.PrefillSeconds > 0 {
+		t.PrefillTokensPerSecond = float64(t.PrefillTokens) / t.PrefillSeconds
+	}
+	if t.DecodeSeconds > 0 {
+		t.DecodeTokensPerSecond = float64(t.DecodeTokens) / t.DecodeSeconds
+	}
+	return t
+}
+
 // Complete continues prompt (FitPrompt's tokens) by up to o.MaxNew tokens
 // through the KV cache, healing its last token with o.Heal and stopping
 // at the end-of-text token or at one of o.Stops. out, when not nil, is

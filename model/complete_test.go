@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/attnlab/attnlab/tokenizer"
 )
@@ -114,5 +115,24 @@ func TestCompleteIsGenerate(t *testing.T) {
 	last := lm.Tok.Decode(prompt[len(prompt)-1:])
 	if first := lm.Tok.Decode(h.IDs[:1]); !strings.HasPrefix(string(first), string(last)) || !strings.HasPrefix(string(first), string(last)+h.Text[:min(len(h.Text), len(first)-len(last))]) {
 		t.Errorf("healed: first token %q does not begin with the prompt's last %q, or the text %q repeats it", first, last, h.Text)
+	}
+}
+
+// TestCompletionTiming: prefill counts the prompt's tokens up to the first
+// new one, decode the new tokens after it, each with its rate; a rate with
+// no time is 0, and a completion without tokens has the zero Timing.
+func TestCompletionTiming(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	c := &Completion{Tokens: 5, Prefilled: 20, Start: t0, First: t0.Add(2 * time.Second), Last: t0.Add(4 * time.Second)}
+	want := Timing{PrefillTokens: 20, PrefillSeconds: 2, PrefillTokensPerSecond: 10, DecodeTokens: 4, DecodeSeconds: 2, DecodeTokensPerSecond: 2}
+	if got := c.Timing(); got != want {
+		t.Errorf("Timing = %+v, want %+v", got, want)
+	}
+	one := &Completion{Tokens: 1, Prefilled: 3, Start: t0, First: t0, Last: t0}
+	if got := one.Timing(); got != (Timing{PrefillTokens: 3}) {
+		t.Errorf("one token at once: %+v", got)
+	}
+	if got := (&Completion{Prefilled: 3, Start: t0}).Timing(); got != (Timing{}) {
+		t.Errorf("no tokens: %+v", got)
 	}
 }

@@ -294,17 +294,9 @@ func (o *generateOpts) fit(lm *model.LM[float32], text string, co model.Complete
 // its first and last tokens; start is before the model was loaded.
 func (s *generateStats) times(c *model.Completion, start time.Time) {
 	s.TotalSeconds = time.Since(start).Seconds()
-	if c.Tokens == 0 {
-		return
-	}
-	s.PrefillTokens, s.PrefillSeconds = c.Prefilled, c.First.Sub(c.Start).Seconds()
-	s.DecodeTokens, s.DecodeSeconds = c.Tokens-1, c.Last.Sub(c.First).Seconds()
-	if s.PrefillSeconds > 0 {
-		s.PrefillTokensPerSecond = float64(s.PrefillTokens) / s.PrefillSeconds
-	}
-	if s.DecodeSeconds > 0 {
-		s.DecodeTokensPerSecond = float64(s.DecodeTokens) / s.DecodeSeconds
-	}
+	t := c.Timing()
+	s.PrefillTokens, s.PrefillSeconds, s.PrefillTokensPerSecond = t.PrefillTokens, t.PrefillSeconds, t.PrefillTokensPerSecond
+	s.DecodeTokens, s.DecodeSeconds, s.DecodeTokensPerSecond = t.DecodeTokens, t.DecodeSeconds, t.DecodeTokensPerSecond
 }
 
 // finish ends the output: the JSON object, or the stream's newline, and
