@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"strings"
@@ -135,4 +136,76 @@ func MineHardNegatives(pairs []Pair, opt MineOptions) ([][]int, MineStats) {
 		total.GoldMiss += s.GoldMiss
 	}
 	return negs, total
+}
+
+// MineRanked returns, for query i of pairs (whose gold is document i), up
+// to k hard negatives from r's top depth over the pairs' code: documents r
+// ranks high for the query that are not its answer, in r's order. Likely
+// false negatives are dropped: code equal to the gold's up to white space,
+// and the code of another pair with the same query text. The queries are
+// mined on GOMAXPROCS goroutines; when ctx is done, those not yet started
+// are skipped and ctx's error is returned.
+func MineRanked(ctx context.Context, r Ranker, pairs []Pair, k, depth int) ([][]int, error) {
+	keys := make([]string, len(pairs))
+	for i, p := range pairs {
+		keys[i] = CodeKey(p.Code)
+	}
+	out := make([][]int, len(pairs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				p := pairs[i]
+				for _, d := range r.Rank(p.Query, depth) {
+					if len(out[i]) == k {
+						break
+					}
+					if d == i || keys[d] == keys[i] || pairs[d].Query == p.Query {
+						continue
+					}
+					out[i] = append(out[i], d)
+				}
+			}
+		})
+	}
+	var err error
+	for i := range pairs {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, err
+}
+
+// MergeNegatives interleaves lists of negatives per pair (the first of
+// each list, then the second of each, …) without repeats.
+func MergeNegatives(lists ...[][]int) [][]int {
+	n := 0
+	for _, l := range lists {
+		n = max(n, len(l))
+	}
+	out := make([][]int, n)
+	for i := range out {
+		seen := map[int]bool{}
+		for r := 0; ; r++ {
+			more := false
+			for _, l := range lists {
+				if i < len(l) && r < len(l[i]) {
+					more = true
+					if d := l[i][r]; !seen[d] {
+						seen[d] = true
+						out[i] = append(out[i], d)
+					}
+				}
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return out
 }

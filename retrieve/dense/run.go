@@ -45,8 +45,15 @@ type RunOptions struct {
 	Batch, HardNegatives int
 	MineDepth            int
 	MineMargin           float64
-	LearnTau, Symmetric  bool
-	Chunk                int
+	// DenseNegatives mines this many hard negatives per query from the
+	// top MineDepth of the dual encoder Init, before training, beside
+	// BM25's: the two lists are interleaved, its first, and each step
+	// takes the first HardNegatives (0: BM25's alone). It needs Init to be
+	// a dual encoder; a resumed run mines with Init again, not with the
+	// checkpoint, so it continues on the same negatives.
+	DenseNegatives      int
+	LearnTau, Symmetric bool
+	Chunk               int
 	// ShortQueries is the probability with which a training pair's query
 	// is cut as a developer types it, to at most ShortWords content words
 	// (ShortenQueries; the hard negatives are mined with the full query).
@@ -101,6 +108,12 @@ func (o RunOptions) Validate() error {
 	}
 	if err := o.optim().Validate(); err != nil {
 		return err
+	}
+	if o.DenseNegatives < 0 || o.DenseNegatives > MaxCount {
+		return fmt.Errorf("dense-negatives %d: want 0 to %d", o.DenseNegatives, MaxCount)
+	}
+	if o.DenseNegatives > 0 && o.Init == "" {
+		return fmt.Errorf("dense-negatives %d without init: the negatives are mined with the dual encoder -init gives", o.DenseNegatives)
 	}
 	if o.InitLayers != 0 && o.Init == "" {
 		return fmt.Errorf("init-layers %d without init: the layers are those of a language model to start from", o.InitLayers)
@@ -198,7 +211,7 @@ func Run(ctx context.Context, o RunOptions, ev train.Events) (*RunResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tr, err := o.trainer(m, d.train, ev)
+	tr, err := o.trainer(ctx, m, d.train, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -336,14 +349,21 @@ func (o RunOptions) encoder(s *train.Session, pairs []retrieve.Pair, ev train.Ev
 
 // trainer mines the hard negatives of the pairs and returns the trainer
 // of m on them.
-func (o RunOptions) trainer(m *Model, pairs []retrieve.Pair, ev train.Events) (*Trainer, error) {
+func (o RunOptions) trainer(ctx context.Context, m *Model, pairs []retrieve.Pair, ev train.Events) (*Trainer, error) {
 	t0 := time.Now()
 	negs, ms := retrieve.MineHardNegatives(pairs, retrieve.MineOptions{K: max(o.HardNegatives, 1), Depth: o.MineDepth, Margin: o.MineMargin})
+	ev.Logf("hard negatives: %d kept for %d queries (top %d of BM25); dropped %d with the gold's code, %d within %.0f%% of the gold's score; %d queries short (%.1fs)",
+		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, ms.Short, time.Since(t0).Seconds())
+	if o.DenseNegatives > 0 {
+		dn, err := o.mineDense(ctx, pairs, ev)
+		if err != nil {
+			return nil, err
+		}
+		negs = retrieve.MergeNegatives(dn, negs)
+	}
 	if o.HardNegatives == 0 {
 		negs = nil
 	}
-	ev.Logf("hard negatives: %d kept for %d queries (top %d of BM25); dropped %d with the gold's code, %d within %.0f%% of the gold's score; %d queries short (%.1fs)",
-		ms.Kept, ms.Queries, o.MineDepth, ms.Same, ms.Near, 100*o.MineMargin, ms.Short, time.Since(t0).Seconds())
 	if err := o.checkMemory(m.Enc.Model.Config); err != nil {
 		return nil, &train.OptionError{Err: err} // the model's sizes are Init's or the run's
 	}
@@ -358,8 +378,33 @@ func (o RunOptions) trainer(m *Model, pairs []retrieve.Pair, ev train.Events) (*
 	return NewTrainer(m.Enc, NewData(m, pairs, negs), Options{
 		Batch: o.Batch, HardNegatives: o.HardNegatives, Tau: o.Settings.Tau, LearnTau: o.LearnTau, Symmetric: o.Symmetric,
 		Schedule: opt.Schedule, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WD: o.WD, Clip: o.Clip, Seed: o.Seed, Chunk: o.Chunk,
-		ShortQueries: o.ShortQueries, ShortWords: words,
+		ShortQueries: o.ShortQueries, ShortWords: words, DenseNegatives: o.DenseNegatives,
 	})
+}
+
+// mineDense returns the DenseNegatives hard negatives of each pair from
+// the top MineDepth of the dual encoder Init over the pairs' code.
+func (o RunOptions) mineDense(ctx context.Context, pairs []retrieve.Pair, ev train.Events) ([][]int, error) {
+	t0 := time.Now()
+	im, err := Load(o.Init)
+	if err != nil {
+		return nil, fmt.Errorf("dense: dense-negatives: %w", err)
+	}
+	x, err := NewIndex(ctx, im, pairs, ev.Count("embedding the training code to mine", len(pairs)))
+	if err != nil {
+		return nil, err
+	}
+	dn, err := retrieve.MineRanked(ctx, x.Ranker(), pairs, o.DenseNegatives, o.MineDepth)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, l := range dn {
+		n += len(l)
+	}
+	ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
+		n, len(pairs), o.MineDepth, o.Init, time.Since(t0).Seconds())
+	return dn, nil
 }
 
 // validate returns MRR@10 of m and of BM25 over the validation pairs

@@ -1,9 +1,11 @@
 package dense
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/attnlab/attnlab/retrieve"
@@ -93,7 +95,7 @@ func TestRunShortQueries(t *testing.T) {
 	o := tinyRun(t, filepath.Join(t.TempDir(), "out"))
 	o.ShortQueries, o.ShortWords = 1, 2
 	pairs := tinyPairs()[:8]
-	tr, err := o.trainer(tinyModel(t, pairs), pairs, train.Events{})
+	tr, err := o.trainer(context.Background(), tinyModel(t, pairs), pairs, train.Events{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +108,63 @@ func TestRunShortQueries(t *testing.T) {
 		t.Errorf("trainer options: short-queries %v, short-words %d", tr.Opt.ShortQueries, tr.Opt.ShortWords)
 	}
 	o.ShortQueries = 0
-	if tr, err = o.trainer(tinyModel(t, pairs), pairs, train.Events{}); err != nil {
+	if tr, err = o.trainer(context.Background(), tinyModel(t, pairs), pairs, train.Events{}); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Data.QueryText[3] != pairs[3].Query || tr.Opt.ShortWords != 0 {
 		t.Errorf("short-queries 0: trained on %q with short-words %d recorded", tr.Data.QueryText[3], tr.Opt.ShortWords)
+	}
+}
+
+// TestRunDenseNegatives: with -dense-negatives the trainer's negatives
+// are the -init encoder's own mined ones interleaved with BM25's, its
+// first; the option is recorded, and refused without -init.
+func TestRunDenseNegatives(t *testing.T) {
+	ctx := context.Background()
+	pairs := tinyPairs()[:8]
+	initDir := filepath.Join(t.TempDir(), "init")
+	if err := tinyModel(t, pairs).Save(initDir); err != nil {
+		t.Fatal(err)
+	}
+	o := tinyRun(t, filepath.Join(t.TempDir(), "out"))
+	o.HardNegatives, o.DenseNegatives = 2, 2
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "dense-negatives 2 without init") {
+		t.Errorf("dense-negatives without init: %v", err)
+	}
+	o.Init = initDir
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := o.trainer(ctx, tinyModel(t, pairs), pairs, train.Events{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := Load(initDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := NewIndex(ctx, im, pairs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dn, err := retrieve.MineRanked(ctx, x.Ranker(), pairs, 2, o.MineDepth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm, _ := retrieve.MineHardNegatives(pairs, retrieve.MineOptions{K: 2, Depth: o.MineDepth, Margin: o.MineMargin})
+	if want := retrieve.MergeNegatives(dn, bm); fmt.Sprint(tr.Data.Negatives) != fmt.Sprint(want) {
+		t.Errorf("negatives %v, want %v (dense %v, bm25 %v)", tr.Data.Negatives, want, dn, bm)
+	}
+	n := 0
+	for i, l := range dn {
+		if len(l) > 0 {
+			n++
+			if tr.Data.Negatives[i][0] != l[0] {
+				t.Errorf("pair %d: first negative %d, want the encoder's %d", i, tr.Data.Negatives[i][0], l[0])
+			}
+		}
+	}
+	if n == 0 || tr.Opt.DenseNegatives != 2 {
+		t.Errorf("%d pairs with dense negatives; recorded dense-negatives %d", n, tr.Opt.DenseNegatives)
 	}
 }

@@ -95,6 +95,10 @@ type Options struct {
 	// so that a resume with another value is refused by name.
 	ShortQueries float64 `flag:"short-queries"`
 	ShortWords   int     `flag:"short-words"`
+	// DenseNegatives is the number of hard negatives per query Run mined
+	// with the dual encoder it started from (RunOptions.DenseNegatives),
+	// recorded so that a resume with another value is refused by name.
+	DenseNegatives int `flag:"dense-negatives"`
 }
 
 // Trainer trains an encoder with InfoNCE over in-batch and hard negatives.

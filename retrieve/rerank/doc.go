@@ -28,7 +28,7 @@
 // Each step takes G training queries. A query's group is its own code (the
 // positive) and K−1 hard negatives: code that BM25 or the dual encoder
 // ranks high for the query but that is not its answer, mined once before
-// training (retrieve.MineHardNegatives, MineDense) with likely false
+// training (retrieve.MineHardNegatives, retrieve.MineRanked) with likely false
 // negatives dropped. The loss is the softmax cross-entropy of each group
 // against its positive (nn.Listwise, whose backward the lab checks
 // with finite differences), optimised with AdamW.

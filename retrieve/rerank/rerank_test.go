@@ -506,7 +506,10 @@ func TestMineDenseAndMerge(t *testing.T) {
 	ps := pairs(10)
 	ps[4].Query = ps[1].Query // a shared query: never a negative of the other
 	x, _ := dense.NewIndex(context.Background(), tinyDense(t, ps), ps, nil)
-	negs := MineDense(x, ps, 3, 10)
+	negs, err := retrieve.MineRanked(context.Background(), x.Ranker(), ps, 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, l := range negs {
 		if len(l) != 3 {
 			t.Errorf("query %d: %d negatives, want 3", i, len(l))
@@ -517,9 +520,9 @@ func TestMineDenseAndMerge(t *testing.T) {
 			}
 		}
 	}
-	got := Merge([][]int{{1, 2, 3}, {4}}, [][]int{{2, 5}, {4, 6}, {7}})
+	got := retrieve.MergeNegatives([][]int{{1, 2, 3}, {4}}, [][]int{{2, 5}, {4, 6}, {7}})
 	if want := "[[1 2 5 3] [4 6] [7]]"; fmt.Sprint(got) != want {
-		t.Errorf("Merge = %v, want %v", got, want)
+		t.Errorf("MergeNegatives = %v, want %v", got, want)
 	}
 }
 

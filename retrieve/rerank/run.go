@@ -294,7 +294,9 @@ func (o RunOptions) negatives(ctx context.Context, dm *dense.Model, pairs []retr
 			return nil, 0, err
 		}
 		if o.DenseNegs > 0 {
-			dn = MineDense(x, pairs, o.DenseNegs, o.MineDepth)
+			if dn, err = retrieve.MineRanked(ctx, x.Ranker(), pairs, o.DenseNegs, o.MineDepth); err != nil {
+				return nil, 0, err
+			}
 			ev.Logf("dense negatives: %d kept for %d queries (top %d of %s; the gold's code and other pairs with the same query dropped) (%.1fs)",
 				count(dn), len(pairs), o.MineDepth, o.Model, time.Since(t0).Seconds())
 		}
@@ -307,7 +309,7 @@ func (o RunOptions) negatives(ctx context.Context, dm *dense.Model, pairs []retr
 				count(fn), len(pairs), o.MineDepth, o.Hybrid, time.Since(t0).Seconds())
 		}
 	}
-	negs := Merge(fn, bm, dn, o.randomNegatives(pairs))
+	negs := retrieve.MergeNegatives(fn, bm, dn, o.randomNegatives(pairs))
 	none := 0
 	for _, l := range negs {
 		if len(l) == 0 {

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/nn"
@@ -37,105 +35,19 @@ func NewData(m *Model, pairs []retrieve.Pair, negatives [][]int) *Data {
 	return d
 }
 
-// MineDense returns, for each pair, up to k hard negatives from the dual
-// encoder's top depth over the pairs' code: documents the first stage ranks
-// high for the query that are not its answer. As in
-// retrieve.MineHardNegatives, likely false negatives are dropped: code equal
-// to the gold's up to white space, and the code of another pair with the
-// same query text.
-func MineDense(x *dense.Index, pairs []retrieve.Pair, k, depth int) [][]int {
-	keys := make([]string, len(pairs))
-	for i, p := range pairs {
-		keys[i] = retrieve.CodeKey(p.Code)
-	}
-	out := make([][]int, len(pairs))
-	for i, p := range pairs {
-		docs, _ := x.Search(p.Query, depth)
-		for _, d := range docs {
-			if len(out[i]) == k {
-				break
-			}
-			if d == i || keys[d] == keys[i] || pairs[d].Query == p.Query {
-				continue
-			}
-			out[i] = append(out[i], d)
-		}
-	}
-	return out
-}
-
 // MineFirstStage returns, for each pair, up to k hard negatives from the
 // top depth of the first stage a search runs (h: BM25 over the pairs' code
 // and the dual encoder of x, combined as search combines them): the
 // candidates the reranker will be asked to order. Likely false negatives
-// are dropped as in MineDense: code equal to the gold's up to white space,
+// are dropped as in retrieve.MineRanked: code equal to the gold's up to white space,
 // and the code of another pair with the same query text. The queries are
 // mined on GOMAXPROCS goroutines.
 func MineFirstStage(ctx context.Context, x *dense.Index, pairs []retrieve.Pair, h retrieve.Hybrid, k, depth int) ([][]int, error) {
-	keys := make([]string, len(pairs))
 	codes := make([]string, len(pairs))
 	for i, p := range pairs {
-		keys[i], codes[i] = retrieve.CodeKey(p.Code), p.Code
+		codes[i] = p.Code
 	}
-	first := h.Ranker(retrieve.NewBM25(codes), x.Ranker())
-	out := make([][]int, len(pairs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			for i := range next {
-				p := pairs[i]
-				for _, d := range first.Rank(p.Query, depth) {
-					if len(out[i]) == k {
-						break
-					}
-					if d == i || keys[d] == keys[i] || pairs[d].Query == p.Query {
-						continue
-					}
-					out[i] = append(out[i], d)
-				}
-			}
-		})
-	}
-	var err error
-	for i := range pairs {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out, err
-}
-
-// Merge interleaves lists of negatives per pair (the first of each list,
-// then the second of each, …) without repeats.
-func Merge(lists ...[][]int) [][]int {
-	n := 0
-	for _, l := range lists {
-		n = max(n, len(l))
-	}
-	out := make([][]int, n)
-	for i := range out {
-		seen := map[int]bool{}
-		for r := 0; ; r++ {
-			more := false
-			for _, l := range lists {
-				if i < len(l) && r < len(l[i]) {
-					more = true
-					if d := l[i][r]; !seen[d] {
-						seen[d] = true
-						out[i] = append(out[i], d)
-					}
-				}
-			}
-			if !more {
-				break
-			}
-		}
-	}
-	return out
+	return retrieve.MineRanked(ctx, h.Ranker(retrieve.NewBM25(codes), x.Ranker()), pairs, k, depth)
 }
 
 // Options configures a Trainer.

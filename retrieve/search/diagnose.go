@@ -143,7 +143,9 @@ func Diagnose(ctx context.Context, o DiagnoseOptions) (*Diagnosis, error) {
 		if err != nil {
 			return nil, err
 		}
-		mined["dense"] = rerank.MineDense(x, train, 8, o.MineDepth)
+		if mined["dense"], err = retrieve.MineRanked(ctx, x.Ranker(), train, 8, o.MineDepth); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range []string{"bm25", "dense"} {
 		negs, ok := mined[name]
