@@ -4,6 +4,7 @@
 //	lm        the language model of Go source (the default of generate and lm-eval)
 //	encoder   the code retriever's dual encoder (the default -model of search and retriever eval)
 //	reranker  its reranker (the default -reranker)
+//	translation  the term translation table of its hybrid first stage (the default -translation)
 //
 // weights/README.md says which command produced each. Dir extracts a model
 // into the user's cache directory on first use, under a name that includes
@@ -23,6 +24,8 @@ const (
 	LM       = "lm"
 	Encoder  = "encoder"
 	Reranker = "reranker"
+	// Translation is a folder holding retrieve.TranslationFile.
+	Translation = "translation"
 )
 
 // Dir returns a directory holding the files of the shipped model name,

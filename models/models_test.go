@@ -1,10 +1,12 @@
 package models_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/attnlab/attnlab/model"
 	"github.com/attnlab/attnlab/models"
+	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/dense"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 )
@@ -36,6 +38,15 @@ func TestShippedModelsLoad(t *testing.T) {
 	}
 	if _, err := rerank.Load(rr); err != nil {
 		t.Errorf("reranker: %v", err)
+	}
+	tr, err := models.Dir(models.Translation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab, err := retrieve.LoadTranslation(filepath.Join(tr, retrieve.TranslationFile)); err != nil {
+		t.Errorf("translation: %v", err)
+	} else if tab.Len() == 0 {
+		t.Error("translation: no term")
 	}
 	if _, err := models.Dir("nosuch"); err == nil {
 		t.Error("an unknown model name was accepted")

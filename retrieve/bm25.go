@@ -128,15 +128,36 @@ func (x *BM25) IDF(df int) float64 {
 // order of their first occurrence in the query, so the floating-point sums,
 // and the order of equal-looking scores, are the same on every run.
 func (x *BM25) accumulate(acc []float64, terms []string) {
-	qts := queryTerms(x.terms, terms)
-	norm := x.K1 / x.avgdl
-	for _, q := range qts {
-		ps := x.post[q.id]
-		w := float64(q.count) * x.IDF(len(ps)) * (x.K1 + 1)
-		for _, p := range ps {
-			tf := float64(p.tf)
-			acc[p.doc] += w * tf / (tf + x.K1*(1-x.B) + norm*x.B*float64(x.lens[p.doc]))
+	for _, q := range queryTerms(x.terms, terms) {
+		x.accumulateTerm(acc, q.id, float64(q.count))
+	}
+}
+
+// Analyze splits a query into the terms the index holds (Terms).
+func (x *BM25) Analyze(query string) []string { return Terms(query) }
+
+// ScoreTerms returns the score of every document for terms already
+// analysed, each weighed as if the query said it Weight times (in place of
+// its count), summed in the order given; terms the index does not hold are
+// skipped.
+func (x *BM25) ScoreTerms(terms []WeightedTerm) []float64 {
+	acc := make([]float64, x.n)
+	for _, t := range terms {
+		if id, ok := x.terms[t.Term]; ok {
+			x.accumulateTerm(acc, id, t.Weight)
 		}
+	}
+	return acc
+}
+
+// accumulateTerm adds the scores of one term, weighed by weight, into acc.
+func (x *BM25) accumulateTerm(acc []float64, id int32, weight float64) {
+	norm := x.K1 / x.avgdl
+	ps := x.post[id]
+	w := weight * x.IDF(len(ps)) * (x.K1 + 1)
+	for _, p := range ps {
+		tf := float64(p.tf)
+		acc[p.doc] += w * tf / (tf + x.K1*(1-x.B) + norm*x.B*float64(x.lens[p.doc]))
 	}
 }
 

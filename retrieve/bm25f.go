@@ -134,6 +134,22 @@ func (x *BM25F) docFreq(id int32) int {
 // accumulate adds every document's score for the query terms into s.acc.
 func (x *BM25F) accumulate(s *bm25fScratch, terms []string) {
 	qts := queryTerms(x.terms, terms)
+	wts := make([]weightedID, len(qts))
+	for i, q := range qts {
+		wts[i] = weightedID{q.id, float64(q.count)}
+	}
+	x.accumulateIDs(s, wts)
+}
+
+// weightedID is a term of the index with the weight a query gives it.
+type weightedID struct {
+	id int32
+	w  float64
+}
+
+// accumulateIDs adds every document's score for the weighted terms into
+// s.acc, a term's weight multiplying its idf as a count does.
+func (x *BM25F) accumulateIDs(s *bm25fScratch, qts []weightedID) {
 	norm := make([]float64, len(x.Weights)) // B_f / avgdl_f
 	for f := range norm {
 		if x.avgdl[f] > 0 {
@@ -143,7 +159,7 @@ func (x *BM25F) accumulate(s *bm25fScratch, terms []string) {
 	for _, q := range qts {
 		ps := x.post[q.id]
 		df := x.docFreq(q.id)
-		w := float64(q.count) * math.Log(1+(float64(x.n)-float64(df)+0.5)/(float64(df)+0.5)) * (x.K1 + 1)
+		w := q.w * math.Log(1+(float64(x.n)-float64(df)+0.5)/(float64(df)+0.5)) * (x.K1 + 1)
 		s.touched = s.touched[:0]
 		for _, p := range ps {
 			if len(s.touched) == 0 || s.touched[len(s.touched)-1] != p.doc { // a document's postings are adjacent
@@ -163,6 +179,29 @@ func (x *BM25F) accumulate(s *bm25fScratch, terms []string) {
 func (x *BM25F) ScoreAll(query string) []float64 {
 	s := x.pool.Get().(*bm25fScratch)
 	x.accumulate(s, x.analyze(query))
+	out := make([]float64, x.n)
+	copy(out, s.acc)
+	clear(s.acc)
+	x.pool.Put(s)
+	return out
+}
+
+// Analyze splits a query into the terms the index holds (Terms, or the
+// analysis NewBM25FWith was given).
+func (x *BM25F) Analyze(query string) []string { return x.analyze(query) }
+
+// ScoreTerms returns the score of every document for terms already
+// analysed, each weighed as if the query said it Weight times; terms the
+// index does not hold are skipped.
+func (x *BM25F) ScoreTerms(terms []WeightedTerm) []float64 {
+	wts := make([]weightedID, 0, len(terms))
+	for _, t := range terms {
+		if id, ok := x.terms[t.Term]; ok {
+			wts = append(wts, weightedID{id, t.Weight})
+		}
+	}
+	s := x.pool.Get().(*bm25fScratch)
+	x.accumulateIDs(s, wts)
 	out := make([]float64, x.n)
 	copy(out, s.acc)
 	clear(s.acc)

@@ -3,9 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/attnlab/attnlab/models"
 	"github.com/attnlab/attnlab/retrieve"
 	"github.com/attnlab/attnlab/retrieve/rerank"
 	"github.com/attnlab/attnlab/retrieve/search"
@@ -84,4 +87,48 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// translationFlags defines -translation and -translate-alpha, the term
+// translation table that expands BM25's queries in the hybrid, into h; the
+// function returned, told whether the command searches folders (doc
+// comments indexed) or pairs, fills the weight's default and loads the
+// table.
+func translationFlags(fs *flag.FlagSet, h *retrieve.Hybrid) func(folder bool) error {
+	table := fs.String("translation", "shipped", "term translation table that expands BM25's queries in the hybrid first stage: a file retriever translate wrote, shipped (the one attnlab ships) or none")
+	alpha := fs.Float64("translate-alpha", 0, fmt.Sprintf("weight of the translated terms in BM25's queries (default: %g over pairs, where the doc comment is the query; %g over a folder, doc comments indexed)", retrieve.DefaultTranslateAlpha, search.DefaultTranslateAlpha))
+	return func(folder bool) error {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "translate-alpha" })
+		switch {
+		case given && (!(*alpha >= 0) || math.IsInf(*alpha, 0)):
+			return usagef("-translate-alpha %v: want a finite value >= 0", *alpha)
+		case given:
+			h.TranslateAlpha = *alpha
+		case folder:
+			h.TranslateAlpha = search.DefaultTranslateAlpha
+		default:
+			h.TranslateAlpha = retrieve.DefaultTranslateAlpha
+		}
+		path := *table
+		switch path {
+		case "none":
+			h.Translation, h.TranslateAlpha = nil, 0
+			return nil
+		case "shipped":
+			dir, err := models.Dir(models.Translation)
+			if err != nil {
+				return fmt.Errorf("-translation shipped: %w", err)
+			}
+			path = filepath.Join(dir, retrieve.TranslationFile)
+		case "":
+			return usagef(`-translation "": want a file, shipped or none`)
+		}
+		t, err := retrieve.LoadTranslation(path)
+		if err != nil {
+			return err
+		}
+		h.Translation = t
+		return nil
+	}
 }

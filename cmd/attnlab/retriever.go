@@ -17,7 +17,7 @@ import (
 
 var retrieverCmd = register(&command{
 	name:  "retriever",
-	usage: "data | train | rerank | eval | diagnose  [flags]",
+	usage: "data | train | rerank | translate | eval | diagnose  [flags]",
 	short: "code search: build the query–code dataset, train a dense retriever and a reranker, evaluate retrievers",
 	long: `Retriever builds, trains and evaluates code search, in four steps:
 "retriever data" makes (doc comment → function) pairs from Go source,
@@ -26,7 +26,7 @@ cross-encoder reranker on top of it, and "retriever eval" measures BM25, the
 dual encoder, their fusion and the reranked systems on any file of pairs.
 
 Example: attnlab retriever data -out retr && attnlab retriever train -data retr -out run && attnlab retriever rerank -data retr -out run && attnlab retriever eval -data retr/test.jsonl -model run/model -reranker run/reranker`,
-	subs: []*command{retrieverDataCmd, retrieverTrainCmd, retrieverRerankCmd, retrieverEvalCmd, retrieverDiagnoseCmd},
+	subs: []*command{retrieverDataCmd, retrieverTrainCmd, retrieverRerankCmd, retrieverTranslateCmd, retrieverEvalCmd, retrieverDiagnoseCmd},
 })
 
 var retrieverDataCmd = &command{

@@ -80,6 +80,7 @@ Example: attnlab retriever eval -data retr -model run/model -reranker run/rerank
 		fs.StringVar(&o.Reranker, "reranker", "", "cross-encoder checkpoint (retriever rerank's OUT/reranker) for the +rerank systems (default: the shipped reranker without -model, none with it)")
 		fs.IntVar(&o.Depth, "rerank-depth", 5, "first-stage candidates the reranker re-scores per query (5: as search does)")
 		checkHybrid := hybridFlags(fs, &o.Hybrid, &o.FuseWeight)
+		checkTranslation := translationFlags(fs, &o.Hybrid)
 		fs.StringVar(&o.WriteIndex, "write-index", "", "save the dense index of the file's code to this folder (needs -model)")
 		fs.BoolVar(&o.Force, "force", false, "replace an existing -write-index folder")
 		fs.IntVar(&o.Candidates, "candidates", 1000, "CodeSearchNet candidate set: the gold and candidates−1 distractors")
@@ -113,6 +114,9 @@ Example: attnlab retriever eval -data retr -model run/model -reranker run/rerank
 				return err
 			}
 			if err := checkFields(); err != nil {
+				return err
+			}
+			if err := checkTranslation(q.Queries != ""); err != nil {
 				return err
 			}
 			if q.Queries != "" {
@@ -208,6 +212,9 @@ func runRetrieverEval(ctx context.Context, o *search.EvalOptions, format string,
 	}
 	fmt.Fprintf(stdout, "%s: %d queries over %d code documents from %d packages; CSN candidates %d, seed %d; workers %d\n",
 		o.Data, res.Queries, res.Queries, res.Packages, min(o.Candidates, res.Queries), o.Seed, workers)
+	if res.Hybrid != "" {
+		fmt.Fprintf(stdout, "hybrid: %s\n", res.Hybrid)
+	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "system\tMRR@10\tR@1\tR@5\tR@10\tnDCG@10\tCSN MRR\tindex\tquery mean\tp50\tp95\t\n")
 	for _, r := range res.Rows {
@@ -257,6 +264,7 @@ func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string
 	}
 	fmt.Fprintf(stdout, "%s: %d queries over %d folders of %s (%d functions in all); fields doc %g, sig %g, body %g, dense-doc %g\n",
 		o.Queries, res.N, len(res.Roots), o.Src, funcs, res.Fields.Doc, res.Fields.Sig, res.Fields.Body, res.Fields.DocDense)
+	fmt.Fprintf(stdout, "hybrid: %s\n", res.Hybrid)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "system\thit@1\thit@3\thit@10\tMRR@10\t× BM25 doc+code\tquery p50\t\n")
 	for _, r := range res.Rows {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,5 +121,63 @@ func TestRetrieverErrors(t *testing.T) {
 	}
 	if code, _, _ := attnlab(t, "retriever", "eval", "-h"); code != 0 {
 		t.Errorf("eval -h: exit %d, want 0", code)
+	}
+}
+
+// TestRetrieverTranslate: translate writes a table search and eval read,
+// refuses to write over it without -force, and a table that is not one is
+// refused by name.
+func TestRetrieverTranslate(t *testing.T) {
+	data := retrieverData(t)
+	dir := t.TempDir()
+	table := filepath.Join(dir, "t.tsv")
+	code, stdout, stderr := attnlab(t, "retriever", "translate", "-data", data, "-out", table)
+	if code != 0 || !strings.Contains(stdout, "query terms translated") {
+		t.Fatalf("translate exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	tab, err := retrieve.LoadTranslation(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "removes" is said of Reset, whose code sets gadgets to nil
+	if ws := tab.To["removes"]; !slices.ContainsFunc(ws, func(w retrieve.WeightedTerm) bool { return w.Term == "nil" }) {
+		t.Errorf("removes → %v, want nil among them", ws)
+	}
+	before, _ := os.ReadFile(table)
+	if code, _, stderr := attnlab(t, "retriever", "translate", "-data", data, "-out", table); code != 2 || !strings.Contains(stderr, "-force replaces it") {
+		t.Errorf("a second translate: exit %d, %q; want a refusal", code, stderr)
+	}
+	if after, _ := os.ReadFile(table); !bytes.Equal(before, after) {
+		t.Error("the refused translate changed the table")
+	}
+	if code, _, stderr := attnlab(t, "retriever", "translate", "-data", data, "-out", table, "-force"); code != 0 {
+		t.Errorf("-force: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := attnlab(t, "retriever", "translate", "-data", data, "-out", filepath.Join(dir, "none.tsv"), "-min-query", "1000"); code != 1 || !strings.Contains(stderr, "the table would be empty") {
+		t.Errorf("a degenerate table: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.tsv")); err == nil {
+		t.Error("a degenerate table was written")
+	}
+	notTable := filepath.Join(dir, "bad.tsv")
+	os.WriteFile(notTable, []byte("sorts\tsort 1\n"), 0o644)
+	pairs := filepath.Join(data, "train.jsonl")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"retriever", "eval", "-pairs", pairs, "-translation", notTable}, 1, "bad.tsv:1: not a term translation table"},
+		{[]string{"retriever", "eval", "-pairs", pairs, "-translation", filepath.Join(dir, "nosuch.tsv")}, 1, "nosuch.tsv"},
+		{[]string{"retriever", "eval", "-pairs", pairs, "-translate-alpha", "-1"}, 2, "-translate-alpha -1: want a finite value >= 0"},
+		{[]string{"search", "-src", dir, "-translation", notTable, "q"}, 1, "bad.tsv:1"},
+		{[]string{"retriever", "translate", "-data", data, "-out", table, "-min-lift", "1"}, 2, "-min-lift 1: want a value above 1"},
+		{[]string{"retriever", "translate", "-out", table}, 2, "-data is required"},
+		{[]string{"retriever", "translate", "-data", data, "-out", pairs, "-force"}, 2, "would overwrite the input"},
+	} {
+		code, _, stderr := attnlab(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
+		}
 	}
 }

@@ -84,6 +84,7 @@ func init() {
 		oldName(fs, "depth", "rerank-depth")
 		fs.BoolVar(&o.fuse, "fuse", true, "with a reranker: order the re-scored candidates by the fusion of their first-stage and reranker scores (-fuse-weight) (false: by the reranker alone)")
 		checkHybrid := hybridFlags(fs, &o.hybrid, &o.fuseWeight)
+		checkTranslation := translationFlags(fs, &o.hybrid)
 		checkFields := fieldFlags(fs, &o.fields)
 		fs.StringVar(&o.index, "index", "", "an index folder to search instead of -src")
 		fs.IntVar(&o.k, "k", 10, "results to print")
@@ -106,6 +107,9 @@ func init() {
 				return err
 			}
 			if err := checkFields(); err != nil {
+				return err
+			}
+			if err := checkTranslation(o.src != ""); err != nil {
 				return err
 			}
 			if o.index != "" {

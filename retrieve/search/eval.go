@@ -45,6 +45,7 @@ type EvalResult struct {
 	Queries  int      `json:"queries"`
 	Packages int      `json:"packages"`
 	Warnings []string `json:"warnings,omitempty"`
+	Hybrid   string   `json:"hybrid,omitempty"` // how the hybrid systems combine BM25 and the encoder (Hybrid.String), with a model
 	Rows     []Row    `json:"rows"`
 	Index    string   `json:"index,omitempty"` // the folder written with WriteIndex
 }
@@ -136,6 +137,9 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 
 	sys := retrieve.NewSystems(pairs)
 	sys.Hybrid = o.Hybrid
+	if o.Model != "" {
+		res.Hybrid = o.Hybrid.String()
+	}
 	var dm *dense.Model
 	var index *dense.Index
 	if o.Model != "" {

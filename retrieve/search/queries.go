@@ -155,6 +155,7 @@ type QueryEvalResult struct {
 	N       int         `json:"n"`
 	Roots   []RootStats `json:"roots"`
 	Fields  Fields      `json:"fields"`
+	Hybrid  string      `json:"hybrid"` // how the hybrid combines BM25F and the encoder (retrieve.Hybrid.String)
 	Rows    []QueryRow  `json:"rows"`
 }
 
@@ -219,7 +220,10 @@ func EvaluateQueries(ctx context.Context, o QueryEvalOptions, ev train.Events) (
 		byRoot[r] = append(byRoot[r], i)
 	}
 	sort.Strings(roots)
-	res := &QueryEvalResult{Queries: o.Queries, N: len(qs), Fields: o.Fields}
+	if o.Hybrid.BM25Weight == 0 {
+		o.Hybrid.BM25Weight = DefaultBM25Weight // the folder's, which Folder takes for 0
+	}
+	res := &QueryEvalResult{Queries: o.Queries, N: len(qs), Fields: o.Fields, Hybrid: o.Hybrid.String()}
 	ranks := make([][]int, len(o.Systems)) // by system, by query
 	times := make([][]time.Duration, len(o.Systems))
 	for s := range ranks {
