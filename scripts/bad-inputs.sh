@@ -172,7 +172,15 @@ expect 2 'input' -- retriever eval -pairs "$work/retr/train.jsonl" -model "$work
 ln -s "$work/retr" "$work/retr-link"
 expect 2 'input' -- retriever eval -pairs "$work/retr/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr-link" -force
 expect 2 'input' -- retriever eval -pairs "$work/retr-link/train.jsonl" -model "$work/rrun/model" -write-index "$work/retr" -force
+expect 2 'would overwrite the input' -- retriever translate -data "$work/retr" -out "$work/retr/train.jsonl" -force
 unchanged "$work/retr"
+expect 0 '' -- retriever translate -data "$work/retr" -out "$work/t.tsv" -min-query 1 -min-pair 1 -min-lift 1.5
+expect 2 't.tsv exists: -force replaces it' -- retriever translate -data "$work/retr" -out "$work/t.tsv" -min-query 1 -min-pair 1 -min-lift 1.5
+expect 1 'the table would be empty' -- retriever translate -data "$work/retr" -out "$work/t0.tsv" -min-query 100000
+printf 'sorts\tsort 1\n' >"$work/not-a-table.tsv"
+expect 1 'not-a-table.tsv:1: not a term translation table' -- search -index "$work/rrun/index" -translation "$work/not-a-table.tsv" x
+expect 1 'larger than' -- retriever eval -pairs "$work/retr/train.jsonl" -translation /dev/zero
+expect 2 '-translate-alpha NaN' -- search -index "$work/rrun/index" -translate-alpha NaN x
 
 echo "== non-finite values, unknown inputs, degenerate data"
 # poke FILE TENSOR VALUE [ELEMENTS]: write VALUE (a Python float) over the
