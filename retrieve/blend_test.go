@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -91,6 +92,27 @@ func TestHybridSystem(t *testing.T) {
 		if (Hybrid{BM25Weight: w}).Validate() == nil {
 			t.Errorf("weight %v accepted", w)
 		}
+	}
+	// bm25-translated is BM25 with the hybrid's table, and the hybrid's
+	// lexical part; without a table it is refused by name
+	s := NewSystems(pairs)
+	s.Dense = func(context.Context) (Ranker, error) { return dense, nil }
+	if _, err := s.Get(context.Background(), BM25Translated); err == nil || !strings.Contains(err.Error(), "needs a term translation table") {
+		t.Errorf("bm25-translated without a table: %v", err)
+	}
+	tab := &Translation{To: map[string][]WeightedTerm{"a": {{"b", 1}}}}
+	s = NewSystems(pairs)
+	s.Hybrid = Hybrid{Translation: tab, TranslateAlpha: 0.5}
+	s.Dense = func(context.Context) (Ranker, error) { return dense, nil }
+	tr, err := s.Get(context.Background(), BM25Translated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm, _ := s.Get(context.Background(), "bm25")
+	hy, _ := s.Get(context.Background(), "hybrid")
+	want := Translated{Index: bm.Ranker.(*BM25), Table: tab, Alpha: 0.5}
+	if tr.Ranker != Ranker(want) || hy.Ranker.(Blend).Systems[0] != Ranker(want) {
+		t.Errorf("bm25-translated is %#v and the hybrid's lexical part %#v, want %#v", tr.Ranker, hy.Ranker.(Blend).Systems[0], want)
 	}
 }
 

@@ -20,6 +20,7 @@ type System struct {
 // (hybrid reuses bm25's and dense's). The names are:
 //
 //	bm25, dense, hybrid                  first stages (hybrid: the other two combined, as Hybrid says)
+//	bm25-translated                      BM25 with its queries expanded by Hybrid's Translation (the hybrid's lexical part)
 //	FIRST+rerank                         the reranker re-scores FIRST's top candidates
 //	FIRST+rerank+fused                   ... ordered by fusing FIRST's and the reranker's ranks
 //
@@ -51,12 +52,17 @@ func NewSystems(pairs []Pair) *Systems {
 
 // SystemNames lists every system name, first stages first.
 func SystemNames() []string {
-	names := []string{"bm25", "dense", "hybrid"}
+	names := []string{"bm25", BM25Translated, "dense", "hybrid"}
 	for _, f := range []string{"bm25", "dense", "hybrid"} {
 		names = append(names, f+"+rerank", f+"+rerank+fused")
 	}
 	return names
 }
+
+// BM25Translated is the name of the system that is BM25 with its queries
+// expanded by a term translation table: what the hybrid ranks with in
+// place of BM25 when Hybrid has a Translation.
+const BM25Translated = "bm25-translated"
 
 // CheckSystem returns an error for an unknown name, or for one that needs
 // a dense model or a reranker that is not there.
@@ -96,6 +102,15 @@ func (s *Systems) Get(ctx context.Context, name string) (System, error) {
 			return sys, err
 		}
 		sys.Ranker, sys.Build = s.Rerank(f.Ranker, rest == "rerank+fused"), f.Build
+	case name == BM25Translated:
+		if s.Hybrid.Translation == nil || s.Hybrid.TranslateAlpha == 0 {
+			return sys, fmt.Errorf("system %s needs a term translation table and a weight above 0", name)
+		}
+		bm, err := s.Get(ctx, "bm25")
+		if err != nil {
+			return sys, err
+		}
+		sys.Ranker, sys.Build = s.Hybrid.Lexical(bm.Ranker.(*BM25)), bm.Build
 	case name == "bm25":
 		start := time.Now()
 		sys.Ranker = NewBM25(s.Codes)

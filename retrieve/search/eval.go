@@ -54,8 +54,9 @@ type EvalResult struct {
 // with 10 or fewer, every gold is in the top 10 by construction.
 const MinDocs = 11
 
-// Systems returns the default systems for the given models: bm25, then the
-// dense ones with a model, then the reranked ones (unfused and fused) with a
+// Systems returns the default systems for the given models: bm25 (and
+// bm25-translated, which needs a translation table), then the dense ones
+// with a model, then the reranked ones (unfused and fused) with a
 // reranker.
 func Systems(model, reranker bool) []string {
 	var out []string
@@ -78,6 +79,9 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 	}
 	if o.Systems == nil {
 		o.Systems = Systems(o.Model != "", o.Reranker != "")
+		if o.Hybrid.Translation == nil || o.Hybrid.TranslateAlpha == 0 {
+			o.Systems = slices.DeleteFunc(o.Systems, func(s string) bool { return s == retrieve.BM25Translated })
+		}
 	}
 	for _, s := range o.Systems {
 		if err := retrieve.CheckSystem(s, o.Model != "", o.Reranker != ""); err != nil {
