@@ -238,13 +238,6 @@ func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string
 	if err != nil {
 		return err
 	}
-	base, _ := res.Row("bm25-doc+code")
-	ratio := func(r search.QueryRow) string {
-		if base.MRR10 > 0 {
-			return fmt.Sprintf("%.2f", r.MRR10/base.MRR10)
-		}
-		return "–"
-	}
 	switch format {
 	case "json":
 		return writeJSON(stdout, res)
@@ -252,7 +245,7 @@ func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string
 		fmt.Fprintln(stdout, "| system | hit@1 | hit@3 | hit@10 | MRR@10 | × BM25 doc+code | query p50 |")
 		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
 		for _, r := range res.Rows {
-			if _, err := fmt.Fprintf(stdout, "| %s | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", r.System, r.Hit1, r.Hit3, r.Hit10, r.MRR10, ratio(r), roundDuration(r.P50)); err != nil {
+			if _, err := fmt.Fprintf(stdout, "| %s | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", r.System, r.Hit1, r.Hit3, r.Hit10, r.MRR10, ratioCell(r.OverBaseline), roundDuration(r.P50)); err != nil {
 				return err
 			}
 		}
@@ -268,7 +261,7 @@ func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "system\thit@1\thit@3\thit@10\tMRR@10\t× BM25 doc+code\tquery p50\t\n")
 	for _, r := range res.Rows {
-		fmt.Fprintf(w, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", r.System, r.Hit1, r.Hit3, r.Hit10, r.MRR10, ratio(r), roundDuration(r.P50))
+		fmt.Fprintf(w, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", r.System, r.Hit1, r.Hit3, r.Hit10, r.MRR10, ratioCell(r.OverBaseline), roundDuration(r.P50))
 	}
 	return w.Flush()
 }
@@ -276,25 +269,23 @@ func runQueryEval(ctx context.Context, o *search.QueryEvalOptions, format string
 // markdownTable prints the rows of an evaluation as a Markdown table, each
 // system's MRR@10 also as a multiple of BM25's when BM25 was evaluated.
 func markdownTable(w io.Writer, res *search.EvalResult) error {
-	var bm25 float64
-	for _, r := range res.Rows {
-		if r.System == "bm25" {
-			bm25 = r.MRR10
-		}
-	}
 	fmt.Fprintln(w, "| system | MRR@10 | R@1 | R@5 | R@10 | nDCG@10 | CSN MRR | × BM25 | query p50 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range res.Rows {
-		ratio := "–"
-		if bm25 > 0 {
-			ratio = fmt.Sprintf("%.2f", r.MRR10/bm25)
-		}
 		if _, err := fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", r.System,
-			r.MRR10, r.Recall1, r.Recall5, r.Recall10, r.NDCG10, r.CSNMRR, ratio, roundDuration(r.RankP50)); err != nil {
+			r.MRR10, r.Recall1, r.Recall5, r.Recall10, r.NDCG10, r.CSNMRR, ratioCell(r.OverBM25), roundDuration(r.RankP50)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ratioCell prints a ratio to a baseline, or "–" where there is none.
+func ratioCell(x *float64) string {
+	if x != nil {
+		return fmt.Sprintf("%.2f", *x)
+	}
+	return "–"
 }
 
 // roundDuration keeps three significant digits.

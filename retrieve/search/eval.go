@@ -37,6 +37,9 @@ type Row struct {
 	System string `json:"system"`
 	retrieve.Metrics
 	BuildSeconds float64 `json:"index_seconds"`
+	// OverBM25 is MRR10 over the bm25 row's (nil: no bm25 row, or its
+	// MRR@10 is 0).
+	OverBM25 *float64 `json:"mrr10_over_bm25,omitempty"`
 }
 
 // EvalResult is an evaluation's outcome.
@@ -182,6 +185,14 @@ func Evaluate(ctx context.Context, o EvalOptions, ev train.Events) (*EvalResult,
 			return res, err
 		}
 		res.Rows = append(res.Rows, Row{System: name, Metrics: m, BuildSeconds: s.Build.Seconds()})
+	}
+	for _, b := range res.Rows {
+		if b.System == "bm25" && b.MRR10 > 0 {
+			for i := range res.Rows {
+				x := res.Rows[i].MRR10 / b.MRR10
+				res.Rows[i].OverBM25 = &x
+			}
+		}
 	}
 	if o.WriteIndex != "" {
 		if index == nil {

@@ -131,14 +131,17 @@ type QueryEvalOptions struct {
 
 // QueryRow is one system's measures on the queries.
 type QueryRow struct {
-	System  string        `json:"system"`
-	Queries int           `json:"queries"`
-	Hit1    float64       `json:"hit1"`
-	Hit3    float64       `json:"hit3"`
-	Hit10   float64       `json:"hit10"`
-	MRR10   float64       `json:"mrr10"`
-	P50     time.Duration `json:"query_p50_ns"`
-	Ranks   []int         `json:"ranks"` // per query: the gold's rank in the top 10, 0 when absent
+	System  string  `json:"system"`
+	Queries int     `json:"queries"`
+	Hit1    float64 `json:"hit1"`
+	Hit3    float64 `json:"hit3"`
+	Hit10   float64 `json:"hit10"`
+	MRR10   float64 `json:"mrr10"`
+	// OverBaseline is MRR10 over that of bm25-doc+code (nil: no such
+	// row, or its MRR@10 is 0).
+	OverBaseline *float64      `json:"mrr10_over_baseline,omitempty"`
+	P50          time.Duration `json:"query_p50_ns"`
+	Ranks        []int         `json:"ranks"` // per query: the gold's rank in the top 10, 0 when absent
 }
 
 // RootStats describe one searched folder.
@@ -283,6 +286,12 @@ func EvaluateQueries(ctx context.Context, o QueryEvalOptions, ev train.Events) (
 		slices.Sort(times[s])
 		row.P50 = times[s][len(times[s])/2]
 		res.Rows = append(res.Rows, row)
+	}
+	if base, ok := res.Row("bm25-doc+code"); ok && base.MRR10 > 0 {
+		for i := range res.Rows {
+			x := res.Rows[i].MRR10 / base.MRR10
+			res.Rows[i].OverBaseline = &x
+		}
 	}
 	return res, nil
 }
