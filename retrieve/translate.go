@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -68,7 +69,8 @@ func (o TranslationOptions) withDefaults() TranslationOptions {
 // (q's share of the mutual information of the two vocabularies), among
 // those with enough pairs and lift. Terms are Terms', so a code term is an
 // identifier or a part of one. The result is the same for the same pairs.
-func MineTranslation(pairs []Pair, opt TranslationOptions) *Translation {
+// When ctx is done it stops, between pairs, and returns ctx's error.
+func MineTranslation(ctx context.Context, pairs []Pair, opt TranslationOptions) (*Translation, error) {
 	opt = opt.withDefaults()
 	ids := map[string]int32{}
 	id := func(t string) int32 {
@@ -88,7 +90,12 @@ func MineTranslation(pairs []Pair, opt TranslationOptions) *Translation {
 	}
 	both := map[[2]int32]int32{}
 	var qs, cs []int32
-	for _, p := range pairs {
+	for i, p := range pairs {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		qs, cs = uniqueIDs(qs[:0], Terms(p.Query), id), uniqueIDs(cs[:0], Terms(p.Code), id)
 		nq, nc = grow(nq), grow(nc)
 		for _, q := range qs {
@@ -131,7 +138,7 @@ func MineTranslation(pairs []Pair, opt TranslationOptions) *Translation {
 		})
 		t.To[names[q]] = slices.Clip(ws[:min(len(ws), opt.PerTerm)])
 	}
-	return t
+	return t, nil
 }
 
 // uniqueIDs appends the ids of terms to dst, each once, in the order of

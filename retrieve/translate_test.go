@@ -2,6 +2,7 @@ package retrieve
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -28,7 +29,10 @@ func translationPairs() []Pair {
 
 func TestMineTranslation(t *testing.T) {
 	ps := translationPairs()
-	tab := MineTranslation(ps, TranslationOptions{})
+	tab, err := MineTranslation(context.Background(), ps, TranslationOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	top := func(q string) string {
 		if len(tab.To[q]) == 0 {
 			return ""
@@ -57,11 +61,16 @@ func TestMineTranslation(t *testing.T) {
 	if slices.ContainsFunc(tab.To["sorts"], func(w WeightedTerm) bool { return w.Term == "widget" }) {
 		t.Errorf("sorts → widget, a term of every code")
 	}
-	if again := MineTranslation(ps, TranslationOptions{}); fmt.Sprint(again) != fmt.Sprint(tab) {
+	if again, _ := MineTranslation(context.Background(), ps, TranslationOptions{}); fmt.Sprint(again) != fmt.Sprint(tab) {
 		t.Error("mining twice gave two tables")
 	}
-	if one := MineTranslation(ps, TranslationOptions{PerTerm: 1}); len(one.To["sorts"]) != 1 {
+	if one, _ := MineTranslation(context.Background(), ps, TranslationOptions{PerTerm: 1}); len(one.To["sorts"]) != 1 {
 		t.Errorf("PerTerm 1: %v", one.To["sorts"])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if tab, err := MineTranslation(ctx, ps, TranslationOptions{}); tab != nil || err != context.Canceled {
+		t.Errorf("a canceled mining returned %v, %v; want no table and context.Canceled", tab, err)
 	}
 }
 
@@ -131,7 +140,10 @@ func TestTranslated(t *testing.T) {
 }
 
 func TestTranslationFile(t *testing.T) {
-	tab := MineTranslation(translationPairs(), TranslationOptions{})
+	tab, err := MineTranslation(context.Background(), translationPairs(), TranslationOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), TranslationFile)
 	if err := SaveTranslation(path, tab); err != nil {
 		t.Fatal(err)

@@ -53,10 +53,10 @@ func Translate(ctx context.Context, o TranslateOptions) (*TranslateResult, error
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("search: %s holds no pairs: nothing to mine", train)
 	}
-	if err := ctx.Err(); err != nil {
+	t, err := retrieve.MineTranslation(ctx, pairs, o.Mine)
+	if err != nil {
 		return nil, err
 	}
-	t := retrieve.MineTranslation(pairs, o.Mine)
 	res := &TranslateResult{Pairs: len(pairs), Terms: t.Len()}
 	for _, ws := range t.To {
 		res.Entries += len(ws)
